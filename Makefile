@@ -1,0 +1,39 @@
+# castfind — developer entry points. Every target works on a fresh machine.
+PY ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+CORPUS ?= .corpus
+
+.PHONY: demo test test-fast corpus bench install clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -e '.[test]' 'torch==2.13.0'
+	touch $@
+
+install: $(VENV)/.installed
+
+## demo: scan the bundled fixture and resolve an aliased kernel (no torch needed)
+demo: install
+	$(VENV)/bin/castfind where kernel_fused_moe --root fixtures/where --no-cache
+	$(VENV)/bin/castfind scan fixtures/scan --no-cache || test $$? -eq 1
+
+## corpus: download and unpack the sglang and flashinfer wheels (git-ignored .corpus/)
+corpus: install
+	$(VPY) scripts/fetch_corpus.py $(CORPUS)
+
+## test: the whole suite, real-corpus tests included
+test: corpus
+	CASTFIND_CORPUS=$(CORPUS) $(VPY) -m pytest -q -p no:cacheprovider
+
+## test-fast: everything but the real-corpus tests
+test-fast: install
+	$(VPY) -m pytest -q -m "not corpus" -p no:cacheprovider
+
+## bench: castfind vs semgrep vs grep on both wheels
+bench: corpus
+	$(VPY) benchmarks/run.py --corpus $(CORPUS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info

@@ -1,0 +1,138 @@
+"""Plain-data records shared by every stage: findings, diagnostics and runtime trace sites.
+
+Everything here is a frozen dataclass with a ``to_dict`` that is the one serialisation
+used by the JSON, SARIF and baseline writers (as bandit's ``Issue.as_dict``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Measured cost of one cast site, joined from a runtime trace."""
+
+    calls: int
+    shape: tuple[int, ...]
+    src_dtype: str
+    dst_dtype: str
+    bytes_per_call: int
+    bytes_total: int
+    device: str = ""
+    device_time_us: float | None = None
+    calls_per_step: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        if self.device_time_us is None:
+            d.pop("device_time_us")
+        if self.calls_per_step is None:
+            d.pop("calls_per_step")
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One flagged cast: where it is, which rule, why, and (with a trace) what it costs."""
+
+    rule: str
+    name: str
+    severity: str
+    root: str
+    path: str  # relative to ``root``, with forward slashes
+    line: int  # first line of the cast call expression (as ``ast`` gives the Call)
+    end_line: int
+    column: int  # 1-based
+    function: str  # ``Class.method`` or ``func``; "" at module level
+    expr: str
+    message: str
+    hot_path: tuple[str, ...] = ()
+    provenance: tuple[str, ...] = ()
+    fix: str = ""
+    runtime: Runtime | None = None
+    module: str = ""  # dotted module name, used to match runtime traces and fingerprints
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "name": self.name,
+            "severity": self.severity,
+            "root": self.root,
+            "path": self.path,
+            "line": self.line,
+            "end_line": self.end_line,
+            "column": self.column,
+            "function": self.function,
+            "expr": self.expr,
+            "message": self.message,
+            "hot_path": list(self.hot_path),
+            "provenance": list(self.provenance),
+            "fix": self.fix,
+            "runtime": self.runtime.to_dict() if self.runtime else None,
+        }
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}: {self.rule} {self.severity} {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """A problem with the input (unparsable file, bad rule, unreadable trace): reported, never fatal."""
+
+    path: str
+    line: int
+    message: str
+    kind: str = "error"  # parse-error | read-error | rule-error | trace-error | cache | config
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "kind": self.kind, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSite:
+    """One aggregated runtime cast record of a ``.castfind.jsonl`` trace.
+
+    Keyed by (path, line, op, src_dtype, dst_dtype, shape, device); ``calls`` counts them.
+    """
+
+    path: str
+    line: int
+    function: str
+    op: str
+    src_dtype: str
+    dst_dtype: str
+    shape: tuple[int, ...]
+    device: str
+    calls: int
+    bytes_per_call: int
+    device_time_us: float | None = None
+    steps: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "path": self.path,
+            "line": self.line,
+            "function": self.function,
+            "op": self.op,
+            "src_dtype": self.src_dtype,
+            "dst_dtype": self.dst_dtype,
+            "shape": list(self.shape),
+            "device": self.device,
+            "calls": self.calls,
+            "bytes_per_call": self.bytes_per_call,
+        }
+        if self.device_time_us is not None:
+            d["device_time_us"] = self.device_time_us
+        if self.steps is not None:
+            d["steps"] = self.steps
+        return d

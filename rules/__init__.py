@@ -1,0 +1,1 @@
+"""The default castfind rule files (YAML). Shipped as package data so any install finds them."""
