@@ -1,0 +1,132 @@
+"""Content-addressed cache of per-file facts, in SQLite.
+
+The key is a hash of the file's bytes plus the extractor version, so the same content in another
+root, fork or git revision is parsed once. Several castfind processes (pre-commit runs hooks in
+parallel batches) may share one cache: WAL journal, a busy timeout, and one short transaction per
+batch of writes. A cache that SQLite reports as corrupt is moved aside and rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sqlite3
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Iterable
+
+from castfind.facts import EXTRACTOR_VERSION
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+"""
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/castfind`` (``~/.cache/castfind`` when unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "castfind"
+
+
+def content_key(data: bytes) -> str:
+    """Cache key of a file's bytes for the current extractor."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest() + f"-v{EXTRACTOR_VERSION}"
+
+
+class Cache:
+    """A SQLite-backed map from content keys to pickled facts.
+
+    ``notices`` collects one-line messages (corrupt cache rebuilt) for the caller to report.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / "facts.sqlite3"
+        self.notices: list[str] = []
+        self._conn: sqlite3.Connection | None = None
+        self._open()
+
+    def _connect(self) -> sqlite3.Connection:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.executescript(_SCHEMA)
+        # Touch the table so a damaged file fails here rather than mid-run.
+        conn.execute("SELECT count(*) FROM meta").fetchone()
+        return conn
+
+    def _open(self) -> None:
+        try:
+            self._conn = self._connect()
+        except sqlite3.DatabaseError as e:
+            self._rebuild(str(e))
+
+    def _rebuild(self, why: str) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+            self._conn = None
+        stamp = time.strftime("%Y%m%d%H%M%S")
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                try:
+                    os.replace(p, Path(f"{self.path}.corrupt-{stamp}{suffix}"))
+                except OSError:
+                    p.unlink(missing_ok=True)
+        self.notices.append(f"{self.path}: cache was corrupt ({why}); moved aside and rebuilt")
+        try:
+            self._conn = self._connect()
+        except sqlite3.DatabaseError as e:  # still unusable: run without a cache
+            self.notices.append(f"{self.path}: cannot open the cache ({e}); continuing without it")
+            self._conn = None
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """Facts for the keys present; a row that fails to unpickle counts as missing."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, Any] = {}
+        if self._conn is None or not keys:
+            return out
+        try:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                q = f"SELECT key, data FROM facts WHERE key IN ({','.join('?' * len(chunk))})"
+                for key, blob in self._conn.execute(q, chunk):
+                    try:
+                        out[key] = pickle.loads(zlib.decompress(blob))
+                    except (pickle.UnpicklingError, zlib.error, EOFError, AttributeError, TypeError, ValueError):
+                        continue  # a damaged row is re-extracted and overwritten
+        except sqlite3.DatabaseError as e:
+            self._rebuild(str(e))
+            return {}
+        return out
+
+    def put_many(self, items: dict[str, Any]) -> None:
+        """Store facts in one transaction (all or nothing)."""
+        if self._conn is None or not items:
+            return
+        rows = [(k, zlib.compress(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL), 1)) for k, v in items.items()]
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.executemany("INSERT OR REPLACE INTO facts (key, data) VALUES (?, ?)", rows)
+            self._conn.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            self.notices.append(f"{self.path}: could not write to the cache ({e}); results are unaffected")
+        except sqlite3.DatabaseError as e:
+            self._rebuild(str(e))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

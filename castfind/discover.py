@@ -1,0 +1,147 @@
+"""Discover: roots → the Python source files in them, each with its dotted module name.
+
+A root may be a wheel-style tree (``sglang/`` at its top) or a checkout with a src layout
+(``python/sglang/...``). A *top-level package* is the first folder with an ``__init__.py`` on the
+way down from the root; modules below it are named from its parent folder. Files outside every
+package are named by their path from the root.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Folders never walked into.
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", "build", "dist", "node_modules", ".tox", ".nox",
+     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".venv", "venv", ".eggs", "site-packages"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One file to index: which root it belongs to, its path inside that root, its module name."""
+
+    root: str  # the root as the user gave it (shown in output)
+    path: str  # relative to the root, forward slashes
+    abspath: str
+    module: str
+    is_package: bool  # an ``__init__.py``
+
+
+class DiscoveryError(Exception):
+    """A root that cannot be used (missing, not a folder)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _is_venv(dirpath: str, names: list[str]) -> bool:
+    return "pyvenv.cfg" in names
+
+
+def discover(roots: list[str], exclude: tuple[str, ...] = ()) -> list[SourceFile]:
+    """Every ``.py`` file under ``roots`` (sorted, de-duplicated by absolute path)."""
+    out: list[SourceFile] = []
+    seen: set[str] = set()
+    for root in roots:
+        base = Path(root)
+        if not base.exists():
+            raise DiscoveryError(root, "no such file or folder; pass an existing path with --root")
+        if base.is_file():
+            if base.suffix == ".py":
+                ap = str(base.resolve())
+                if ap not in seen:
+                    seen.add(ap)
+                    out.append(SourceFile(str(base.parent), base.name, ap, _module_for_file(base), base.name == "__init__.py"))
+            continue
+        for sf in _walk(root, base.resolve(), exclude):
+            if sf.abspath not in seen:
+                seen.add(sf.abspath)
+                out.append(sf)
+    return out
+
+
+def _module_for_file(path: Path) -> str:
+    """Module name of a single file given as a root: climb while the folder is a package."""
+    parts = [] if path.name == "__init__.py" else [path.stem]
+    d = path.resolve().parent
+    while (d / "__init__.py").exists():
+        parts.append(d.name)
+        d = d.parent
+    return ".".join(reversed(parts))
+
+
+def _walk(root: str, base: Path, exclude: tuple[str, ...]) -> list[SourceFile]:
+    out: list[SourceFile] = []
+    # Stack of (folder, module prefix or None when not inside a package)
+    stack: list[tuple[Path, list[str] | None]] = [(base, None)]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        names = [e.name for e in entries]
+        if folder != base and _is_venv(str(folder), names):
+            continue
+        has_init = "__init__.py" in names
+        if prefix is None and has_init and folder != base:
+            prefix = [folder.name]  # a top-level package
+        elif prefix is None and has_init and folder == base:
+            # The root itself is a package (``--root path/to/pkg``): name modules from its parent.
+            prefix = [folder.name]
+        for e in entries:
+            rel = os.path.relpath(e.path, base).replace(os.sep, "/")
+            if exclude and any(fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(e.name, g) for g in exclude):
+                continue
+            if e.is_dir(follow_symlinks=False):
+                if e.name in SKIP_DIRS or e.name.startswith(".") or e.name.endswith(".egg-info"):
+                    continue
+                sub = None if prefix is None else [*prefix, e.name]
+                stack.append((Path(e.path), sub))
+            elif e.name.endswith(".py") and e.is_file():
+                stem = e.name[:-3]
+                if prefix is not None:
+                    mod_parts = prefix if stem == "__init__" else [*prefix, stem]
+                else:
+                    relparts = rel[:-3].split("/")
+                    mod_parts = relparts[:-1] if stem == "__init__" else relparts
+                root_path = root if folder != base or prefix is None else root
+                out.append(SourceFile(root_path, _rel_to_root(base, e.path), os.path.abspath(e.path),
+                                      ".".join(mod_parts), stem == "__init__"))
+    if (base / "__init__.py").exists():
+        # A root that is itself a package: show paths from its parent so the package name is kept.
+        return out
+    return out
+
+
+def _rel_to_root(base: Path, p: str) -> str:
+    return os.path.relpath(p, base).replace(os.sep, "/")
+
+
+def find_installed(top: str) -> Path | None:
+    """The folder of an installed top-level package, found *without importing it*.
+
+    ``importlib.util.find_spec`` on a top-level name reads the import path only; submodule
+    look-ups would import their parents, so callers only ever pass the first component.
+    """
+    if not top.isidentifier():
+        return None
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        locs = list(spec.submodule_search_locations)
+        return Path(locs[0]) if locs else None
+    if spec.origin and spec.origin.endswith(".py"):
+        return Path(spec.origin)
+    return None

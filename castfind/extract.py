@@ -1,0 +1,530 @@
+"""Extract: one source file → one :class:`~castfind.facts.FileFacts`. The only stage that touches libcst.
+
+PERF: libcst's metadata providers (positions, scopes, qualified names) cost several times the parse,
+and even a plain ``CSTVisitor`` walk costs about as much as the parse. So we walk the tree *once*
+through libcst's own code generator: a :class:`~libcst._nodes.internal.CodegenState` subclass sees
+every node in source order (``before_codegen``/``after_codegen``) and every token, so it counts lines
+itself and records positions only for the few node types we keep. Tokens are counted, not stored.
+Scopes (class/function nesting), loop depth and enclosing ``if``/``try`` are tracked on small stacks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any, Callable
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+from castfind.facts import (
+    Assign,
+    Attr,
+    Call,
+    CallSite,
+    Cast,
+    Const,
+    Definition,
+    Dynamic,
+    Expr,
+    FileFacts,
+    Guard,
+    Import,
+    Name,
+    Other,
+    Return,
+    Seq,
+    Slice,
+    Subscript,
+    dotted,
+    render,
+)
+
+#: Method names recorded as cast-like calls. A superset: the rules choose which ones matter.
+CAST_METHODS = frozenset(
+    {
+        "to", "type", "type_as", "float", "half", "bfloat16", "double", "copy_",
+        "int", "long", "short", "byte", "char", "bool", "cfloat", "cdouble",
+    }
+)
+
+_LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)
+_MAX_DEPTH = 12
+
+
+def _name_of(node: cst.CSTNode | None) -> str | None:
+    """Dotted text of a Name/Attribute chain (import module paths, decorators, bases)."""
+    if node is None:
+        return None
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        left = _name_of(node.value)
+        return f"{left}.{node.attr.value}" if left else None
+    if isinstance(node, cst.Call):
+        return _name_of(node.func)
+    return None
+
+
+def to_expr(node: cst.CSTNode, depth: int = 0) -> Expr:
+    """Convert an expression node to the small plain-data :data:`~castfind.facts.Expr` tree."""
+    if depth > _MAX_DEPTH:
+        return Other("Deep")
+    d = depth + 1
+    if isinstance(node, cst.Name):
+        return Name(node.value)
+    if isinstance(node, cst.Attribute):
+        return Attr(to_expr(node.value, d), node.attr.value)
+    if isinstance(node, cst.Call):
+        args: list[Expr] = []
+        kwargs: list[tuple[str, Expr]] = []
+        for a in node.args:
+            if a.keyword is not None:
+                kwargs.append((a.keyword.value, to_expr(a.value, d)))
+            elif not a.star:
+                args.append(to_expr(a.value, d))
+        return Call(to_expr(node.func, d), tuple(args), tuple(kwargs))
+    if isinstance(node, cst.Subscript):
+        index: list[Expr | Slice] = []
+        for el in node.slice:
+            s = el.slice
+            if isinstance(s, cst.Index):
+                index.append(to_expr(s.value, d))
+            elif isinstance(s, cst.Slice):
+                index.append(
+                    Slice(
+                        to_expr(s.lower, d) if s.lower is not None else None,
+                        to_expr(s.upper, d) if s.upper is not None else None,
+                        to_expr(s.step, d) if s.step is not None else None,
+                    )
+                )
+        return Subscript(to_expr(node.value, d), tuple(index))
+    if isinstance(node, _LITERALS):
+        if isinstance(node, cst.ConcatenatedString):
+            return Const("<str>")
+        return Const(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.expression, (cst.Integer, cst.Float)):
+        return Const("-" + node.expression.value)
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return Seq(tuple(to_expr(e.value, d) for e in node.elements if isinstance(e, cst.Element)))
+    if isinstance(node, cst.Ellipsis):
+        return Const("...")
+    if isinstance(node, cst.BinaryOperation):
+        left, right = to_expr(node.left, d), to_expr(node.right, d)
+        op = _BINOPS.get(type(node.operator), "?")
+        names = tuple(n for n in (dotted(left), dotted(right)) if n)
+        names += tuple(n for x in (left, right) if isinstance(x, Other) for n in x.names)
+        return Other("BinaryOperation", names, f"{render(left)} {op} {render(right)}")
+    if isinstance(node, cst.IfExp):
+        body, orelse = to_expr(node.body, d), to_expr(node.orelse, d)
+        return Other("IfExp", tuple(n for n in (dotted(body), dotted(orelse)) if n), "")
+    return Other(type(node).__name__)
+
+
+_BINOPS = {
+    cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
+    cst.Modulo: "%", cst.Power: "**", cst.MatrixMultiply: "@", cst.BitAnd: "&", cst.BitOr: "|",
+    cst.BitXor: "^", cst.LeftShift: "<<", cst.RightShift: ">>",
+}
+
+_WS = re.compile(r"\s+")
+
+
+class _Null:
+    """A reusable no-op context manager for nodes whose position we do not keep."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL = _Null()
+
+
+class _Pos:
+    __slots__ = ("walker", "node", "start")
+
+    def __init__(self, walker: "_Walker", node: cst.CSTNode) -> None:
+        self.walker = walker
+        self.node = node
+        self.start = 0
+
+    def __enter__(self) -> None:
+        self.start = self.walker.line
+        self.walker.on_start(self.node, self.start)
+
+    def __exit__(self, *exc: object) -> None:
+        w = self.walker
+        # The last token of a compound statement is its newline: the node ends on the line before.
+        end = w.line - 1 if w.at_line_start and w.line > self.start else w.line
+        w.on_end(self.node, self.start, end)
+
+
+class _Frame:
+    """A scope being walked: module, class or function."""
+
+    __slots__ = ("qualname", "kind", "node", "line", "loop_base")
+
+    def __init__(self, qualname: str, kind: str, node: Any, line: int, loop_base: int) -> None:
+        self.qualname = qualname
+        self.kind = kind
+        self.node = node
+        self.line = line
+        self.loop_base = loop_base
+
+
+class _Walker(CodegenState):
+    """The single pass. libcst drives it by generating code; we listen."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.module = module
+        self.line = 1
+        self.at_line_start = True
+        self.scopes: list[_Frame] = [_Frame("", "module", module, 1, 0)]
+        self.loop_depth = 0
+        self.cond_depth = 0
+        self.guards: list[list[Any]] = []  # [If node, negated]
+        self.cur_assign: cst.CSTNode | None = None
+        self.pending_defs: dict[int, dict[str, Any]] = {}
+        self.definitions: list[Definition] = []
+        self.imports: list[Import] = []
+        self.assigns: list[Assign] = []
+        self.calls: list[CallSite] = []
+        self.returns: list[Return] = []
+        self.casts: list[Cast] = []
+        self.dynamic: list[Dynamic] = []
+        self.all_names: list[str] | None = None
+        self._before: dict[type, Callable[[Any], None]] = {
+            cst.Import: self._import,
+            cst.ImportFrom: self._import_from,
+            cst.Assign: self._assign,
+            cst.AnnAssign: self._ann_assign,
+            cst.AugAssign: self._aug_assign,
+            cst.Return: self._return,
+            cst.Expr: self._expr_stmt,
+            cst.If: self._if_enter,
+            cst.Else: self._else_enter,
+            cst.Try: self._cond_enter,
+            cst.TryStar: self._cond_enter,
+            cst.For: self._loop_enter,
+            cst.While: self._loop_enter,
+            cst.ListComp: self._loop_enter,
+            cst.SetComp: self._loop_enter,
+            cst.DictComp: self._loop_enter,
+            cst.GeneratorExp: self._loop_enter,
+        }
+        self._after: dict[type, Callable[[Any], None]] = {
+            cst.If: self._if_leave,
+            cst.Try: self._cond_leave,
+            cst.TryStar: self._cond_leave,
+            cst.For: self._loop_leave,
+            cst.While: self._loop_leave,
+            cst.ListComp: self._loop_leave,
+            cst.SetComp: self._loop_leave,
+            cst.DictComp: self._loop_leave,
+            cst.GeneratorExp: self._loop_leave,
+        }
+
+    # -- token stream: count lines only -------------------------------------------------------
+    def add_token(self, value: str) -> None:
+        if "\n" in value:
+            self.line += value.count("\n")
+            self.at_line_start = value.endswith("\n")
+        elif value:
+            self.at_line_start = False
+
+    def add_indent_tokens(self) -> None:
+        if self.indent_tokens:
+            self.at_line_start = False
+
+    def pop_trailing_newline(self) -> None:
+        return None
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        h = self._before.get(type(node))
+        if h is not None:
+            h(node)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        h = self._after.get(type(node))
+        if h is not None:
+            h(node)
+
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Any = None, end_node: Any = None) -> Any:
+        t = type(node)
+        if t is cst.Call or t is cst.FunctionDef or t is cst.ClassDef:
+            return _Pos(self, node)
+        return _NULL
+
+    # -- scopes --------------------------------------------------------------------------------
+    @property
+    def scope(self) -> str:
+        return self.scopes[-1].qualname
+
+    def _child_qualname(self, name: str) -> str:
+        top = self.scopes[-1]
+        if top.kind == "module":
+            return name
+        if top.kind == "class":
+            return f"{top.qualname}.{name}"
+        return f"{top.qualname}.<locals>.{name}"
+
+    def on_start(self, node: cst.CSTNode, line: int) -> None:
+        if isinstance(node, cst.Call):
+            self._call(node, line)
+            return
+        name = node.name.value  # type: ignore[attr-defined]
+        qual = self._child_qualname(name)
+        parent_kind = self.scopes[-1].kind
+        if isinstance(node, cst.ClassDef):
+            kind = "class"
+        else:
+            kind = "method" if parent_kind == "class" else "function"
+        self.pending_defs[id(node)] = {"qual": qual, "kind": kind, "parent": self.scope,
+                                       "cond": self.cond_depth > 0}
+        self.scopes.append(_Frame(qual, kind, node, line, self.loop_depth))
+        # A def starts a fresh loop context: its body runs once per call, not per iteration.
+        self.guards.append([None, False])  # barrier: guards of the outer scope do not apply
+
+    def on_end(self, node: cst.CSTNode, start: int, end: int) -> None:
+        if isinstance(node, cst.Call):
+            return
+        self.scopes.pop()
+        self.guards.pop()
+        p = self.pending_defs.pop(id(node))
+        if isinstance(node, cst.ClassDef):
+            bases = tuple(b for b in (_name_of(a.value) for a in node.bases if a.keyword is None) if b)
+            params: tuple[str, ...] = ()
+        else:
+            bases = ()
+            ps = node.params  # type: ignore[attr-defined]
+            params = tuple(
+                p_.name.value
+                for p_ in (*ps.posonly_params, *ps.params, *ps.kwonly_params)
+            )
+            if isinstance(ps.star_arg, cst.Param):
+                params += (ps.star_arg.name.value,)
+            if ps.star_kwarg is not None:
+                params += (ps.star_kwarg.name.value,)
+        decorators = tuple(d for d in (_name_of(dec.decorator) for dec in node.decorators) if d)  # type: ignore[attr-defined]
+        self.definitions.append(
+            Definition(p["qual"], node.name.value, p["kind"], start, end, p["parent"], p["cond"],  # type: ignore[attr-defined]
+                       bases, decorators, params)
+        )
+
+    # -- statements ----------------------------------------------------------------------------
+    def _import(self, node: cst.Import) -> None:
+        for a in node.names:
+            mod = _name_of(a.name) or ""
+            alias = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else None
+            self.imports.append(Import(mod, None, alias, 0, self.line, self.scope, self.cond_depth > 0))
+
+    def _import_from(self, node: cst.ImportFrom) -> None:
+        mod = _name_of(node.module) or ""
+        level = len(node.relative)
+        if isinstance(node.names, cst.ImportStar):
+            self.imports.append(Import(mod, "*", None, level, self.line, self.scope, self.cond_depth > 0))
+            return
+        for a in node.names:
+            name = _name_of(a.name) or ""
+            alias = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else None
+            self.imports.append(Import(mod, name, alias, level, self.line, self.scope, self.cond_depth > 0))
+
+    def _assign(self, node: cst.Assign) -> None:
+        self.cur_assign = node
+        value = to_expr(node.value)
+        for t in node.targets:
+            self._bind(t.target, value, node.value)
+
+    def _ann_assign(self, node: cst.AnnAssign) -> None:
+        self.cur_assign = node
+        if node.value is not None:
+            self._bind(node.target, to_expr(node.value), node.value)
+
+    def _aug_assign(self, node: cst.AugAssign) -> None:
+        target = _name_of(node.target)
+        if target == "__all__" and self.scope == "":
+            self._extend_all(node.value)
+
+    def _bind(self, target: cst.BaseExpression, value: Expr, value_node: cst.BaseExpression) -> None:
+        cond = self.cond_depth > 0
+        name = _name_of(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
+        if name is not None:
+            self.assigns.append(Assign(name, value, self.line, self.scope, cond))
+            if name == "__all__" and self.scope == "":
+                self.all_names = []
+                self._extend_all(value_node)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for i, el in enumerate(target.elements):
+                n = _name_of(el.value) if isinstance(el.value, (cst.Name, cst.Attribute)) else None
+                if n is not None:
+                    item = value.elts[i] if isinstance(value, Seq) and i < len(value.elts) else value
+                    idx = None if isinstance(value, Seq) else i
+                    self.assigns.append(Assign(n, item, self.line, self.scope, cond, idx))
+
+    def _extend_all(self, value: cst.BaseExpression) -> None:
+        if self.all_names is None:
+            self.all_names = []
+        if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            for el in value.elements:
+                if isinstance(el.value, cst.SimpleString):
+                    self.all_names.append(el.value.evaluated_value)  # type: ignore[arg-type]
+
+    def _expr_stmt(self, node: cst.Expr) -> None:
+        self.cur_assign = None
+        v = node.value
+        # __all__.extend([...]) / __all__.append("x") at module level
+        if (self.scope == "" and isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute)
+                and isinstance(v.func.value, cst.Name) and v.func.value.value == "__all__" and v.args):
+            if v.func.attr.value == "extend":
+                self._extend_all(v.args[0].value)
+            elif v.func.attr.value == "append" and isinstance(v.args[0].value, cst.SimpleString):
+                if self.all_names is None:
+                    self.all_names = []
+                self.all_names.append(v.args[0].value.evaluated_value)  # type: ignore[arg-type]
+
+    def _return(self, node: cst.Return) -> None:
+        self.cur_assign = None
+        if node.value is not None:
+            self.returns.append(Return(to_expr(node.value), self.line, self.scope))
+
+    def _if_enter(self, node: cst.If) -> None:
+        top = self.guards[-1] if self.guards else None
+        if top is not None and top[0] is not None and top[0].orelse is node:
+            top[1] = True  # an ``elif``: we left the parent's body
+        self.guards.append([node, False])
+        self.cond_depth += 1
+
+    def _else_enter(self, node: cst.Else) -> None:
+        if self.guards and self.guards[-1][0] is not None and self.guards[-1][0].orelse is node:
+            self.guards[-1][1] = True
+
+    def _if_leave(self, node: cst.If) -> None:
+        self.guards.pop()
+        self.cond_depth -= 1
+
+    def _cond_enter(self, node: cst.CSTNode) -> None:
+        self.cond_depth += 1
+
+    def _cond_leave(self, node: cst.CSTNode) -> None:
+        self.cond_depth -= 1
+
+    def _loop_enter(self, node: cst.CSTNode) -> None:
+        self.loop_depth += 1
+
+    def _loop_leave(self, node: cst.CSTNode) -> None:
+        self.loop_depth -= 1
+
+    # -- calls ---------------------------------------------------------------------------------
+    def _call(self, node: cst.Call, line: int) -> None:
+        func = node.func
+        scope = self.scope
+        fname = _name_of(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if fname is not None:
+            self.calls.append(CallSite(fname, line, scope))
+        elif (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+              and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+            self.calls.append(CallSite(f"super().{func.attr.value}", line, scope))
+        if fname in ("getattr", "importlib.import_module", "import_module", "__import__"):
+            self._dynamic(node, fname)
+        if isinstance(func, cst.Attribute) and func.attr.value in CAST_METHODS:
+            self._cast(node, func, line)
+
+    def _assigned_target(self, node: cst.Call) -> str | None:
+        a = self.cur_assign
+        if isinstance(a, cst.Assign) and a.value is node and len(a.targets) == 1:
+            return _name_of(a.targets[0].target)
+        if isinstance(a, cst.AnnAssign) and a.value is node:
+            return _name_of(a.target)
+        return None
+
+    def _dynamic(self, node: cst.Call, fname: str) -> None:
+        args = node.args
+        if fname == "getattr":
+            if len(args) >= 2 and not isinstance(args[1].value, cst.SimpleString):
+                what = _name_of(args[0].value) or "an object"
+                self.dynamic.append(Dynamic(self._assigned_target(node), self.line, self.scope,
+                                            f"getattr({what}, ...) with a computed name"))
+        elif args and not isinstance(args[0].value, cst.SimpleString):
+            self.dynamic.append(Dynamic(self._assigned_target(node), self.line, self.scope,
+                                        f"{fname}() with a module path computed at run time"))
+
+    def _cast(self, node: cst.Call, func: cst.Attribute, line: int) -> None:
+        call = to_expr(node)
+        assert isinstance(call, Call)
+        guards = tuple(
+            Guard(_WS.sub(" ", self.module.code_for_node(g[0].test)).strip()[:160], g[1])
+            for g in self._guards_in_scope()
+        )
+        code = self.module.code_for_node(node)
+        text = _WS.sub(" ", code).strip()
+        # The end line: the call's own text may span lines (arguments on their own lines).
+        end = line + code.strip().count("\n")
+        col = 1  # filled in by extract_source(), which has the line's text
+        self.casts.append(
+            Cast(func.attr.value, to_expr(func.value), call.args, call.kwargs, line, end, col,
+                 self.scope, text[:300], self.loop_depth - self.scopes[-1].loop_base, guards,
+                 self._assigned_target(node))
+        )
+
+    def _guards_in_scope(self) -> list[list[Any]]:
+        out: list[list[Any]] = []
+        for g in reversed(self.guards):
+            if g[0] is None:  # scope barrier
+                break
+            out.append(g)
+        out.reverse()
+        return out
+
+
+def extract_source(source: bytes, module: str, path: str, is_package: bool) -> FileFacts:
+    """Parse ``source`` once and return its facts. A file that does not parse gives ``error``."""
+    try:
+        tree = cst.parse_module(source)
+    except cst.ParserSyntaxError as e:
+        return FileFacts(module, path, is_package, error=(e.raw_line, f"syntax error: {e.message}"))
+    except (RecursionError, MemoryError, ValueError, UnicodeDecodeError) as e:
+        return FileFacts(module, path, is_package, error=(1, f"cannot parse: {type(e).__name__}: {e}"))
+    w = _Walker(tree)
+    try:
+        tree._codegen(w)
+    except RecursionError as e:
+        return FileFacts(module, path, is_package, error=(1, f"too deeply nested to walk: {e}"))
+    casts = tuple(_with_column(c, source) for c in w.casts)
+    return FileFacts(
+        module=module,
+        path=path,
+        is_package=is_package,
+        definitions=tuple(sorted(w.definitions, key=lambda d: (d.line, d.qualname))),
+        imports=tuple(w.imports),
+        assigns=tuple(w.assigns),
+        calls=tuple(w.calls),
+        returns=tuple(w.returns),
+        casts=casts,
+        dynamic=tuple(w.dynamic),
+        all_names=tuple(w.all_names) if w.all_names is not None else None,
+    )
+
+
+_line_cache: dict[int, list[bytes]] = {}
+
+
+def _with_column(c: Cast, source: bytes) -> Cast:
+    """Column of the cast's receiver start on its first line (1-based), found from the source text."""
+    lines = _line_cache.get(id(source))
+    if lines is None:
+        _line_cache.clear()
+        lines = source.splitlines()
+        _line_cache[id(source)] = lines
+    if 0 < c.line <= len(lines):
+        text = lines[c.line - 1].decode("utf-8", "replace")
+        head = c.text.split("(", 1)[0].split(".", 1)[0].strip()
+        i = text.find(head) if head else -1
+        col = (i if i >= 0 else len(text) - len(text.lstrip())) + 1
+        return replace(c, column=col)
+    return c

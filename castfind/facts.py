@@ -1,0 +1,235 @@
+"""Per-file facts: the plain, picklable records that :mod:`castfind.extract` produces.
+
+Nothing here knows about rules. Every later stage (index, resolver, call graph, provenance, rules)
+reads these records and never the CST, so a file is parsed at most once per content hash.
+
+Expressions are kept as a small tree (:class:`Name`, :class:`Attr`, :class:`Call`, :class:`Subscript`,
+:class:`Const`, :class:`Seq`, :class:`Other`): enough to follow a receiver back to a buffer and to
+print it, without keeping libcst nodes alive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+# Bump when the extractor's output changes: it is part of the cache key.
+EXTRACTOR_VERSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    value: "Expr"
+    attr: str
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    func: "Expr"
+    args: tuple["Expr", ...] = ()
+    kwargs: tuple[tuple[str, "Expr"], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """One element of a subscript: ``lower:upper:step`` (any part may be None)."""
+
+    lower: "Expr | None"
+    upper: "Expr | None"
+    step: "Expr | None"
+
+
+@dataclass(frozen=True, slots=True)
+class Subscript:
+    value: "Expr"
+    index: tuple["Expr | Slice", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A literal: number, string, ``None``, ``True``/``False``, ``...``."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    """A tuple or list display."""
+
+    elts: tuple["Expr", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Other:
+    """Any other expression: its kind (``BinaryOperation``...), the names it reads, and short text."""
+
+    kind: str
+    names: tuple[str, ...] = ()
+    text: str = ""
+
+
+Expr = Union[Name, Attr, Call, Subscript, Const, Seq, Other]
+
+
+def dotted(expr: "Expr | None") -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts: list[str] = []
+    while isinstance(expr, Attr):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def render(expr: "Expr | Slice | None") -> str:
+    """Short source-like text of an expression (for messages and provenance hops)."""
+    if expr is None:
+        return ""
+    if isinstance(expr, Name):
+        return expr.id
+    if isinstance(expr, Attr):
+        return f"{render(expr.value)}.{expr.attr}"
+    if isinstance(expr, Call):
+        args = [render(a) for a in expr.args] + [f"{k}={render(v)}" for k, v in expr.kwargs]
+        return f"{render(expr.func)}({', '.join(args)})"
+    if isinstance(expr, Subscript):
+        return f"{render(expr.value)}[{', '.join(render(i) for i in expr.index)}]"
+    if isinstance(expr, Slice):
+        s = f"{render(expr.lower)}:{render(expr.upper)}"
+        return s + (f":{render(expr.step)}" if expr.step is not None else "")
+    if isinstance(expr, Const):
+        return expr.text
+    if isinstance(expr, Seq):
+        return f"({', '.join(render(e) for e in expr.elts)})"
+    return expr.text or f"<{expr.kind}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One imported name. ``import a.b`` → module='a.b', name=None; ``from . import x`` → level=1.
+
+    ``scope`` is the qualified name of the enclosing function/class ('' at module level);
+    ``conditional`` is True inside ``if``/``try`` (e.g. ``try: import x except ImportError``).
+    """
+
+    module: str
+    name: str | None
+    alias: str | None
+    level: int
+    line: int
+    scope: str
+    conditional: bool
+
+    @property
+    def bound(self) -> str:
+        """The local name this import binds."""
+        if self.alias:
+            return self.alias
+        if self.name is not None:
+            return self.name
+        return self.module.split(".")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """``target = value`` (``index`` is the position for tuple unpacking ``a, b = value``)."""
+
+    target: str  # a dotted name: ``x`` or ``self.x``
+    value: Expr
+    line: int
+    scope: str
+    conditional: bool = False
+    index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """A call whose function is a dotted name (``f()``, ``self.m()``, ``mod.f()``), or ``super().m()``."""
+
+    func: str
+    line: int
+    scope: str
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    value: Expr
+    line: int
+    scope: str
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """An enclosing ``if``: its test as text and whether the cast is in its ``else`` branch."""
+
+    test: str
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    """A cast-like method call ``receiver.method(args)`` (method from a superset; rules pick)."""
+
+    method: str
+    receiver: Expr
+    args: tuple[Expr, ...]
+    kwargs: tuple[tuple[str, Expr], ...]
+    line: int
+    end_line: int
+    column: int  # 1-based
+    scope: str
+    text: str
+    loop_depth: int
+    guards: tuple[Guard, ...] = ()
+    assigned_to: str | None = None  # ``self.w`` in ``self.w = self.w.to(...)``
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """A ``def`` or ``class``. ``qualname`` is module-relative (``Pool.get``, ``build.<locals>.f``)."""
+
+    qualname: str
+    name: str
+    kind: str  # function | method | class
+    line: int
+    end_line: int
+    parent: str  # enclosing scope qualname, '' at module level
+    conditional: bool
+    bases: tuple[str, ...] = ()
+    decorators: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Dynamic:
+    """A binding castfind cannot resolve statically (computed getattr, importlib with a non-literal)."""
+
+    target: str | None
+    line: int
+    scope: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """Everything castfind needs from one source file."""
+
+    module: str
+    path: str  # relative to its root
+    is_package: bool
+    definitions: tuple[Definition, ...] = ()
+    imports: tuple[Import, ...] = ()
+    assigns: tuple[Assign, ...] = ()
+    calls: tuple[CallSite, ...] = ()
+    returns: tuple[Return, ...] = ()
+    casts: tuple[Cast, ...] = ()
+    dynamic: tuple[Dynamic, ...] = ()
+    all_names: tuple[str, ...] | None = None
+    error: tuple[int, str] | None = None  # (line, message) when the file did not parse

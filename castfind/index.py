@@ -1,0 +1,244 @@
+"""Index: the discovered files by module name, with their facts loaded on demand.
+
+PERF: nothing is parsed up front. A query asks for the facts of the modules it needs
+(:meth:`Index.load`), and finds candidate files by their *text* first (:meth:`Index.containing`):
+reading every file costs well under a second, parsing every file with libcst minutes. Facts come
+from the content-addressed cache when present; misses are extracted in a process pool.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+from castfind.cache import Cache, content_key
+from castfind.discover import DiscoveryError, SourceFile, discover, find_installed
+from castfind.extract import extract_source
+from castfind.facts import FileFacts
+from castfind.types import Diagnostic
+
+ProgressFn = Callable[[int, int], None]
+
+# Below this many misses a process pool costs more than it saves.
+_POOL_MIN = 24
+
+
+def _extract_job(job: tuple[str, str, str, bool]) -> FileFacts:
+    abspath, module, path, is_pkg = job
+    try:
+        with open(abspath, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        return FileFacts(module, path, is_pkg, error=(1, f"cannot read: {e.strerror}"))
+    return extract_source(data, module, path, is_pkg)
+
+
+class Index:
+    """Files by module, their bytes and facts (lazily), and text search over them."""
+
+    def __init__(
+        self,
+        files: list[SourceFile],
+        cache: Cache | None = None,
+        jobs: int = 1,
+        follow_installed: bool = False,
+        progress: ProgressFn | None = None,
+    ) -> None:
+        self.files = files
+        self.cache = cache
+        self.jobs = max(1, jobs)
+        self.follow_installed = follow_installed
+        self.progress = progress
+        self.by_module: dict[str, SourceFile] = {}
+        for sf in files:
+            self.by_module.setdefault(sf.module, sf)
+        self.by_abspath = {sf.abspath: sf for sf in files}
+        self._facts: dict[str, FileFacts] = {}
+        self._data: dict[str, bytes] = {}
+        self._keys: dict[str, str] = {}
+        self._installed_tops: dict[str, bool] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.parsed = 0  # files extracted (cache misses) in this run
+        self.loaded = 0  # files whose facts were loaded, from cache or parsed
+
+    @classmethod
+    def from_roots(cls, roots: list[str], exclude: tuple[str, ...] = (), **kw) -> "Index":
+        return cls(discover(roots, exclude), **kw)
+
+    # -- text -----------------------------------------------------------------------------------
+    def data(self, sf: SourceFile) -> bytes:
+        """The file's bytes (read once)."""
+        d = self._data.get(sf.abspath)
+        if d is None:
+            try:
+                with open(sf.abspath, "rb") as fh:
+                    d = fh.read()
+            except OSError as e:
+                self.diagnostics.append(Diagnostic(sf.path, 1, f"cannot read: {e.strerror}", "read-error"))
+                d = b""
+            self._data[sf.abspath] = d
+        return d
+
+    def read_all(self) -> None:
+        """Read every file once (cheap; lets :meth:`containing` scan text without more I/O)."""
+        for sf in self.files:
+            self.data(sf)
+
+    def lines(self, sf: SourceFile) -> list[str]:
+        return self.data(sf).decode("utf-8", "replace").splitlines()
+
+    def line_text(self, sf: SourceFile, line: int) -> str:
+        ls = self.lines(sf)
+        return ls[line - 1].strip() if 0 < line <= len(ls) else ""
+
+    def containing(self, names: Iterable[str], files: Iterable[SourceFile] | None = None) -> list[SourceFile]:
+        """Files whose text holds any of ``names`` as a whole identifier."""
+        names = [n for n in dict.fromkeys(names) if n]
+        if not names:
+            return []
+        enc = [n.encode() for n in names]
+        pat = re.compile(rb"(?<![A-Za-z0-9_])(?:" + b"|".join(re.escape(n) for n in enc) + rb")(?![A-Za-z0-9_])")
+        out = []
+        for sf in self.files if files is None else files:
+            d = self.data(sf)
+            # PERF: a plain substring test rejects most files before the regex runs.
+            if any(n in d for n in enc) and pat.search(d):
+                out.append(sf)
+        return out
+
+    # -- facts ----------------------------------------------------------------------------------
+    def key(self, sf: SourceFile) -> str:
+        k = self._keys.get(sf.abspath)
+        if k is None:
+            k = content_key(self.data(sf))
+            self._keys[sf.abspath] = k
+        return k
+
+    def facts_of(self, sf: SourceFile) -> FileFacts:
+        f = self._facts.get(sf.abspath)
+        if f is None:
+            self.load_files([sf])
+            f = self._facts[sf.abspath]
+        return f
+
+    def facts(self, module: str) -> FileFacts | None:
+        """Facts of a module (parsed on first use); None when no such module is known."""
+        sf = self.module_file(module)
+        return None if sf is None else self.facts_of(sf)
+
+    def load_files(self, files: Iterable[SourceFile]) -> list[FileFacts]:
+        """Facts for many files at once: cache first, then extract misses (in parallel)."""
+        files = list(dict.fromkeys(files))
+        todo = [sf for sf in files if sf.abspath not in self._facts]
+        if todo:
+            cached = self.cache.get_many(self.key(sf) for sf in todo) if self.cache else {}
+            misses: list[SourceFile] = []
+            for sf in todo:
+                hit = cached.get(self.key(sf))
+                if hit is not None:
+                    self._store(sf, replace(hit, module=sf.module, path=sf.path, is_package=sf.is_package))
+                else:
+                    misses.append(sf)
+            if misses:
+                self._extract(misses)
+        return [self._facts[sf.abspath] for sf in files]
+
+    def _store(self, sf: SourceFile, facts: FileFacts) -> None:
+        self._facts[sf.abspath] = facts
+        self.loaded += 1
+        if facts.error is not None:
+            line, msg = facts.error
+            self.diagnostics.append(
+                Diagnostic(sf.path, line, f"{msg} (file skipped; fix it or add it to --exclude)", "parse-error")
+            )
+
+    def _extract(self, misses: list[SourceFile]) -> None:
+        total = len(misses)
+        jobs = [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in misses]
+        results: list[FileFacts]
+        if self.jobs > 1 and total >= _POOL_MIN:
+            # Big files first, so one large file does not finish last on its own.
+            order = sorted(range(total), key=lambda i: -len(self.data(misses[i])))
+            results_by_i: dict[int, FileFacts] = {}
+            with ProcessPoolExecutor(max_workers=self.jobs) as pool:
+                for n, (i, res) in enumerate(zip(order, pool.map(_extract_job, [jobs[i] for i in order], chunksize=4)), 1):
+                    results_by_i[i] = res
+                    if self.progress:
+                        self.progress(n, total)
+            results = [results_by_i[i] for i in range(total)]
+        else:
+            results = []
+            for n, (sf, job) in enumerate(zip(misses, jobs), 1):
+                results.append(extract_source(self.data(sf), job[1], job[2], job[3]))
+                if self.progress:
+                    self.progress(n, total)
+        self.parsed += total
+        to_cache = {}
+        for sf, res in zip(misses, results):
+            self._store(sf, res)
+            to_cache[self.key(sf)] = replace(res, module="", path="")
+        if self.cache:
+            self.cache.put_many(to_cache)
+
+    # -- modules --------------------------------------------------------------------------------
+    def module_file(self, module: str) -> SourceFile | None:
+        sf = self.by_module.get(module)
+        if sf is None and self.follow_installed and module:
+            if self._add_installed(module.split(".")[0]):
+                sf = self.by_module.get(module)
+        return sf
+
+    def has_module(self, module: str) -> bool:
+        return self.module_file(module) is not None
+
+    def _add_installed(self, top: str) -> bool:
+        """Index an installed package that no root holds (found without importing it)."""
+        if top in self._installed_tops:
+            return self._installed_tops[top]
+        if any(m == top or m.startswith(top + ".") for m in self.by_module):
+            self._installed_tops[top] = False
+            return False
+        loc = find_installed(top)
+        ok = False
+        if loc is not None:
+            root = str(loc.parent) if loc.is_dir() else str(loc)
+            try:
+                found = discover([str(loc)]) if loc.is_dir() else discover([root])
+            except (DiscoveryError, OSError):  # an unreadable install is skipped, as if absent
+                found = []
+            for sf in found:
+                if sf.module == top or sf.module.startswith(top + "."):
+                    sf2 = replace(sf, root=root, path=os.path.relpath(sf.abspath, root).replace(os.sep, "/"))
+                    self.files.append(sf2)
+                    self.by_module.setdefault(sf2.module, sf2)
+                    self.by_abspath[sf2.abspath] = sf2
+                    ok = True
+        self._installed_tops[top] = ok
+        return ok
+
+    def is_package(self, module: str) -> bool:
+        sf = self.module_file(module)
+        return bool(sf and sf.is_package)
+
+    def submodules(self, package: str) -> list[str]:
+        pre = package + "."
+        return [m for m in self.by_module if m.startswith(pre) and "." not in m[len(pre):]]
+
+    def file_for_path(self, path: str) -> SourceFile | None:
+        """A file by absolute path, or by path relative to one of its roots."""
+        ap = os.path.abspath(path)
+        if ap in self.by_abspath:
+            return self.by_abspath[ap]
+        p = path.replace(os.sep, "/")
+        for sf in self.files:
+            if sf.path == p or sf.abspath.endswith("/" + p.lstrip("./")):
+                return sf
+        return None
+
+
+def resolve_root(path: str) -> Path:
+    return Path(path).resolve()

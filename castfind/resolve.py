@@ -1,0 +1,322 @@
+"""Resolve: names → the definitions they stand for, with the chain of hops that leads there.
+
+Follows ``import … as``, relative imports, package ``__init__`` re-exports, ``__all__`` and star
+imports, module ``__getattr__`` that imports lazily, module-level aliases, conditional and repeated
+bindings (all reported), function-local imports, names bound from a call whose function returns an
+imported callable (tuple unpacking included), and attribute look-ups through the class hierarchy.
+What cannot be followed statically becomes an ``unresolved`` target, never a guess.
+
+Modules are parsed only when a resolution reaches them (:meth:`Index.facts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Import, Name, Seq, dotted
+from castfind.index import Index
+
+_MAX_DEPTH = 48
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """One step of a resolution chain: ``path:line  text``."""
+
+    root: str
+    path: str
+    line: int
+    kind: str  # import | alias | call | return | def | star-import | lazy-import | base | module
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a name resolves to."""
+
+    kind: str  # def | module | variable | instance | param | unresolved
+    module: str
+    definition: Definition | None = None
+    line: int = 0
+    reason: str = ""
+    name: str = ""
+
+    @property
+    def is_class(self) -> bool:
+        return self.kind == "def" and self.definition is not None and self.definition.kind == "class"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    target: Target
+    chain: tuple[Hop, ...]
+
+
+def absolute_module(module: str, is_package: bool, imp: Import) -> str:
+    """The absolute module an import names (relative imports resolved against ``module``)."""
+    if imp.level == 0:
+        return imp.module
+    parts = module.split(".") if is_package else module.split(".")[:-1]
+    if imp.level > 1:
+        parts = parts[: len(parts) - (imp.level - 1)] if imp.level - 1 <= len(parts) else []
+    base = ".".join(parts)
+    if imp.module:
+        return f"{base}.{imp.module}" if base else imp.module
+    return base
+
+
+class Resolver:
+    """Name resolution over an :class:`Index` (memoised per module, scope and name)."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self._memo: dict[tuple[str, str, str], list[Resolved]] = {}
+        self._defs: dict[str, dict[str, Definition]] = {}
+
+    # -- helpers --------------------------------------------------------------------------------
+    def hop(self, module: str, line: int, kind: str) -> Hop:
+        sf = self.index.module_file(module)
+        if sf is None:
+            return Hop("", module, line, kind, "")
+        return Hop(sf.root, sf.path, line, kind, self.index.line_text(sf, line))
+
+    def definitions(self, module: str) -> dict[str, Definition]:
+        """Definitions of a module by qualname."""
+        d = self._defs.get(module)
+        if d is None:
+            f = self.index.facts(module)
+            d = {x.qualname: x for x in f.definitions} if f else {}
+            self._defs[module] = d
+        return d
+
+    def scope_of_line(self, facts: FileFacts, line: int) -> str:
+        """The innermost def/class containing ``line`` ('' for module level)."""
+        best: Definition | None = None
+        for d in facts.definitions:
+            if d.line <= line <= d.end_line and (best is None or d.line >= best.line):
+                best = d
+        return best.qualname if best else ""
+
+    # -- module scope ---------------------------------------------------------------------------
+    def lookup(self, module: str, name: str, depth: int = 0) -> list[Resolved]:
+        """Bindings of ``name`` at the top level of ``module``, resolved."""
+        key = (module, "", name)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = []  # cycle guard: a re-entrant look-up sees nothing
+        out = self._lookup(module, name, depth)
+        self._memo[key] = out
+        return out
+
+    def _lookup(self, module: str, name: str, depth: int) -> list[Resolved]:
+        facts = self.index.facts(module)
+        if facts is None or depth > _MAX_DEPTH:
+            return []
+        out = self._bindings_in(facts, "", name, depth)
+        if not out:
+            for imp in facts.imports:
+                if imp.scope == "" and imp.name == "*":
+                    src = absolute_module(module, facts.is_package, imp)
+                    if name in self.exports(src):
+                        h = self.hop(module, imp.line, "star-import")
+                        out += [Resolved(r.target, (h, *r.chain)) for r in self.lookup(src, name, depth + 1)]
+        if not out and "__getattr__" in self.definitions(module):
+            lazy = [i for i in facts.imports if i.scope == "__getattr__" and i.bound == name]
+            for imp in lazy:
+                out += self._resolve_import(module, facts, imp, depth, kind="lazy-import")
+            if not lazy:
+                g = self.definitions(module)["__getattr__"]
+                out.append(Resolved(Target("unresolved", module, line=g.line, name=name,
+                                           reason=f"{module}.__getattr__ may provide {name!r} at run time"), ()))
+        if not out and facts.is_package and self.index.has_module(f"{module}.{name}"):
+            sub = f"{module}.{name}"
+            out.append(Resolved(Target("module", sub, name=name), ()))
+        return out
+
+    def exports(self, module: str) -> set[str]:
+        """Names ``from module import *`` binds: ``__all__``, else every public top-level name."""
+        facts = self.index.facts(module)
+        if facts is None:
+            return set()
+        if facts.all_names is not None:
+            return set(facts.all_names)
+        names = {d.name for d in facts.definitions if d.parent == ""}
+        names |= {a.target for a in facts.assigns if a.scope == "" and "." not in a.target}
+        names |= {i.bound for i in facts.imports if i.scope == "" and i.name != "*"}
+        for imp in facts.imports:
+            if imp.scope == "" and imp.name == "*":
+                names |= self.exports(absolute_module(module, facts.is_package, imp)) if module != imp.module else set()
+        return {n for n in names if not n.startswith("_")}
+
+    # -- any scope ------------------------------------------------------------------------------
+    def _bindings_in(self, facts: FileFacts, scope: str, name: str, depth: int) -> list[Resolved]:
+        """Every binding of ``name`` directly in ``scope`` of this file, in source order."""
+        module = facts.module
+        found: list[tuple[int, list[Resolved]]] = []
+        for d in facts.definitions:
+            if d.parent == scope and d.name == name:
+                found.append((d.line, [Resolved(Target("def", module, d, d.line, name=name), ())]))
+        for a in facts.assigns:
+            if a.scope == scope and a.target == name:
+                found.append((a.line, self._resolve_assign(module, a, depth)))
+        for imp in facts.imports:
+            if imp.scope == scope and imp.name != "*" and imp.bound == name:
+                found.append((imp.line, self._resolve_import(module, facts, imp, depth)))
+        for dyn in facts.dynamic:
+            if dyn.scope == scope and dyn.target == name:
+                found.append((dyn.line, [Resolved(Target("unresolved", module, line=dyn.line, name=name,
+                                                         reason=dyn.reason), ())]))
+        found.sort(key=lambda x: x[0])
+        return [r for _, rs in found for r in rs]
+
+    def resolve_name(self, module: str, scope: str, name: str, depth: int = 0) -> list[Resolved]:
+        """``name`` as Python sees it inside ``scope`` (LEGB, class bodies skipped for nested scopes)."""
+        if scope == "":
+            return self.lookup(module, name, depth)
+        key = (module, scope, name)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = []
+        facts = self.index.facts(module)
+        out: list[Resolved] = []
+        if facts is not None and depth <= _MAX_DEPTH:
+            defs = self.definitions(module)
+            d = defs.get(scope)
+            if d is not None and d.kind in ("function", "method") and name in d.params:
+                out = self._param(module, d, name)
+            else:
+                out = self._bindings_in(facts, scope, name, depth)
+            if not out:
+                parent = d.parent if d is not None else ""
+                while parent and defs.get(parent) is not None and defs[parent].kind == "class":
+                    parent = defs[parent].parent
+                out = self.resolve_name(module, parent, name, depth + 1)
+        self._memo[key] = out
+        return out
+
+    def _param(self, module: str, fn: Definition, name: str) -> list[Resolved]:
+        """A parameter: ``self``/``cls`` of a method stand for its class; others stop here."""
+        if fn.kind == "method" and fn.params and name == fn.params[0] and "staticmethod" not in fn.decorators:
+            cls = self.definitions(module).get(fn.parent)
+            if cls is not None:
+                kind = "def" if "classmethod" in fn.decorators else "instance"
+                return [Resolved(Target(kind, module, cls, cls.line, name=name), ())]
+        return [Resolved(Target("param", module, fn, fn.line, name=name), ())]
+
+    def _resolve_import(self, module: str, facts: FileFacts, imp: Import, depth: int,
+                        kind: str = "import") -> list[Resolved]:
+        h = self.hop(module, imp.line, kind)
+        src = absolute_module(module, facts.is_package, imp)
+        if imp.name is None:
+            target_mod = src if imp.alias else src.split(".")[0]
+            if self.index.has_module(target_mod):
+                return [Resolved(Target("module", target_mod, name=imp.bound), (h,))]
+            return [Resolved(Target("unresolved", module, line=imp.line, name=imp.bound,
+                                    reason=f"module {target_mod} is in no root and not installed"), (h,))]
+        if not self.index.has_module(src):
+            return [Resolved(Target("unresolved", module, line=imp.line, name=imp.bound,
+                                    reason=f"module {src} is in no root and not installed"), (h,))]
+        res = self.lookup(src, imp.name, depth + 1)
+        if not res and self.index.has_module(f"{src}.{imp.name}"):
+            res = [Resolved(Target("module", f"{src}.{imp.name}", name=imp.name), ())]
+        if not res:
+            res = [Resolved(Target("unresolved", src, line=imp.line, name=imp.name,
+                                   reason=f"{src} defines no {imp.name!r} that castfind can see"), ())]
+        return [Resolved(r.target, (h, *r.chain)) for r in res]
+
+    def _resolve_assign(self, module: str, a: Assign, depth: int) -> list[Resolved]:
+        h = self.hop(module, a.line, "alias")
+        res = self.resolve_expr(module, a.scope, a.value, depth + 1, a.index)
+        res = [r for r in res if r.target.kind not in ("param",)]
+        if not res:
+            kind = "alias" if dotted(a.value) else "variable"
+            return [Resolved(Target(kind, module, line=a.line, name=a.target), (h,))]
+        return [Resolved(r.target, (h, *r.chain)) for r in res]
+
+    # -- expressions ----------------------------------------------------------------------------
+    def resolve_expr(self, module: str, scope: str, expr: Expr, depth: int = 0,
+                     index: int | None = None) -> list[Resolved]:
+        """What an expression evaluates to, as far as it is a name, attribute or call result."""
+        if depth > _MAX_DEPTH:
+            return []
+        if index is not None and isinstance(expr, Seq):
+            return self.resolve_expr(module, scope, expr.elts[index], depth + 1) if index < len(expr.elts) else []
+        if isinstance(expr, Name):
+            return self.resolve_name(module, scope, expr.id, depth + 1)
+        if isinstance(expr, Attr):
+            out = []
+            for base in self.resolve_expr(module, scope, expr.value, depth + 1):
+                for r in self.member(base.target, expr.attr, depth + 1):
+                    out.append(Resolved(r.target, (*base.chain, *r.chain)))
+            return out
+        if isinstance(expr, Call):
+            out = []
+            for fn in self.resolve_expr(module, scope, expr.func, depth + 1):
+                t = fn.target
+                if t.kind == "def" and t.definition is not None and t.definition.kind == "class":
+                    out.append(Resolved(Target("instance", t.module, t.definition, t.line, name=t.name), fn.chain))
+                elif t.kind == "def" and t.definition is not None:
+                    out += [Resolved(r.target, (*fn.chain, *r.chain))
+                            for r in self.returns_of(t.module, t.definition, index, depth + 1)]
+            return out
+        return []
+
+    def returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
+        """What a function returns, resolved in its own scope (``return imported_fn, X``)."""
+        facts = self.index.facts(module)
+        if facts is None:
+            return []
+        out: list[Resolved] = []
+        call_hop = self.hop(module, fn.line, "call")
+        for ret in facts.returns:
+            if ret.scope != fn.qualname:
+                continue
+            if index is not None and not isinstance(ret.value, Seq):
+                continue
+            h = self.hop(module, ret.line, "return")
+            for r in self.resolve_expr(module, fn.qualname, ret.value, depth + 1, index):
+                if r.target.kind in ("def", "module", "unresolved"):
+                    out.append(Resolved(r.target, (call_hop, h, *r.chain)))
+        return out
+
+    def member(self, target: Target, attr: str, depth: int = 0) -> list[Resolved]:
+        """``target.attr``: a module attribute, or a class member through the class hierarchy."""
+        if target.kind == "module":
+            return self.lookup(target.module, attr, depth + 1)
+        if target.kind in ("def", "instance") and target.definition is not None and target.definition.kind == "class":
+            return self.class_member(target.module, target.definition, attr, depth + 1)
+        return []
+
+    def class_member(self, module: str, cls: Definition, attr: str, depth: int = 0,
+                     seen: frozenset[tuple[str, str]] = frozenset()) -> list[Resolved]:
+        """``attr`` in ``cls`` or, when not defined there, in its bases (left to right, depth first)."""
+        if depth > _MAX_DEPTH or (module, cls.qualname) in seen:
+            return []
+        seen = seen | {(module, cls.qualname)}
+        facts = self.index.facts(module)
+        if facts is None:
+            return []
+        own = self._bindings_in(facts, cls.qualname, attr, depth)
+        if own:
+            return own
+        for base in self.bases(module, cls, depth):
+            t = base.target
+            if t.definition is None:
+                continue
+            found = self.class_member(t.module, t.definition, attr, depth + 1, seen)
+            if found:
+                return [Resolved(r.target, (*base.chain, *r.chain)) for r in found]
+        return []
+
+    def bases(self, module: str, cls: Definition, depth: int = 0) -> list[Resolved]:
+        """The base classes of ``cls`` that resolve to classes in the index."""
+        out = []
+        for b in cls.bases:
+            expr: Expr = Name(b.split(".")[0])
+            for part in b.split(".")[1:]:
+                expr = Attr(expr, part)
+            for r in self.resolve_expr(module, cls.parent, expr, depth + 1):
+                if r.target.is_class:
+                    h = self.hop(module, cls.line, "base")
+                    out.append(Resolved(r.target, (h, *r.chain)))
+        return out

@@ -1,0 +1,242 @@
+"""``castfind where``: every definition a symbol resolves to, the hops that lead there, its call sites.
+
+Demand-driven: candidate files are found by their text (the symbol's name as an identifier);
+only those, and the modules a resolution reaches, are parsed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from castfind.facts import Attr, Expr, FileFacts, Name
+from castfind.index import Index
+from castfind.resolve import Hop, Resolved, Resolver, Target
+from castfind.types import Diagnostic
+
+_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_DEF_NAME = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+class WhereError(Exception):
+    """A usage error: malformed symbol, ``--at`` naming no indexed file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    root: str
+    path: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class WhereDefinition:
+    qualname: str
+    kind: str  # function | class | method | alias | variable | module
+    root: str
+    path: str
+    line: int
+    chain: tuple[Hop, ...]
+    exact: bool  # the definition's own name is the queried name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "qualname": self.qualname, "kind": self.kind, "root": self.root, "path": self.path,
+            "line": self.line,
+            "chain": [{"path": h.path, "line": h.line, "kind": h.kind, "text": h.text} for h in self.chain],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    root: str
+    path: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class WhereResult:
+    symbol: str
+    definitions: tuple[WhereDefinition, ...]
+    call_sites: tuple[Location, ...]
+    unresolved: tuple[Unresolved, ...]
+    suggestions: tuple[str, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document (exactly these four keys)."""
+        return {
+            "symbol": self.symbol,
+            "definitions": [d.to_dict() for d in self.definitions],
+            "call_sites": [{"path": c.path, "line": c.line} for c in self.call_sites],
+            "unresolved": [{"path": u.path, "line": u.line, "reason": u.reason} for u in self.unresolved],
+        }
+
+
+def _expr(dotted_name: str) -> Expr:
+    parts = dotted_name.split(".")
+    e: Expr = Name(parts[0])
+    for p in parts[1:]:
+        e = Attr(e, p)
+    return e
+
+
+def _kind_rank(d: WhereDefinition) -> tuple[int, int]:
+    nested = "<locals>" in d.qualname
+    base = {"function": 0, "class": 0, "method": 1, "module": 2, "alias": 3, "variable": 4}.get(d.kind, 5)
+    return (0 if d.exact else 1, base + (3 if nested else 0))
+
+
+class _Query:
+    def __init__(self, index: Index, symbol: str) -> None:
+        self.index = index
+        self.r = Resolver(index)
+        self.symbol = symbol
+        self.name = symbol.rsplit(".", 1)[-1]
+        self.results: list[Resolved] = []
+
+    # -- entry points -------------------------------------------------------------------------
+    def at(self, path: str, line: int) -> None:
+        sf = self.index.file_for_path(path)
+        if sf is None:
+            raise WhereError(f"--at {path}:{line}: no indexed file at that path; pass a file inside a --root")
+        facts = self.index.facts_of(sf)
+        scope = self.r.scope_of_line(facts, line)
+        # A name used inside a def's body is looked up in that def, as Python would.
+        self.results += self.r.resolve_expr(sf.module, scope, _expr(self.symbol))
+
+    def dotted(self) -> bool:
+        parts = self.symbol.split(".")
+        for i in range(len(parts), 0, -1):
+            mod = ".".join(parts[:i])
+            if self.index.has_module(mod):
+                cur = [Resolved(Target("module", mod, name=parts[i - 1]), ())]
+                for attr in parts[i:]:
+                    cur = [Resolved(m.target, (*c.chain, *m.chain)) for c in cur for m in self.r.member(c.target, attr)]
+                self.results += cur
+                return True
+        return False
+
+    def class_member(self) -> None:
+        parts = self.symbol.split(".")
+        cls_name = parts[0]
+        for sf in self.index.containing([cls_name]):
+            facts = self.index.facts_of(sf)
+            for d in facts.definitions:
+                if d.kind == "class" and d.name == cls_name:
+                    cur = [Resolved(Target("def", facts.module, d, d.line, name=cls_name), ())]
+                    for attr in parts[1:]:
+                        cur = [Resolved(m.target, (*c.chain, *m.chain)) for c in cur for m in self.r.member(c.target, attr)]
+                    self.results += cur
+
+    def bare(self) -> None:
+        files = self.index.containing([self.name])
+        for facts in self.index.load_files(files):
+            self._bindings(facts)
+
+    def _bindings(self, facts: FileFacts) -> None:
+        name, r, module = self.name, self.r, facts.module
+        for d in facts.definitions:
+            if d.name == name:
+                self.results.append(Resolved(Target("def", module, d, d.line, name=name), ()))
+        for a in facts.assigns:
+            if a.target == name:
+                self.results += r._resolve_assign(module, a, 0)
+        for imp in facts.imports:
+            if imp.name != "*" and imp.bound == name:
+                self.results += r._resolve_import(module, facts, imp, 0)
+        for dyn in facts.dynamic:
+            if dyn.target == name:
+                self.results.append(Resolved(Target("unresolved", module, line=dyn.line, name=name, reason=dyn.reason), ()))
+
+    # -- results ------------------------------------------------------------------------------
+    def collect(self) -> tuple[list[WhereDefinition], list[Unresolved], set[tuple[str, str]]]:
+        defs: dict[tuple[str, str, int], WhereDefinition] = {}
+        unresolved: dict[tuple[str, int, str], Unresolved] = {}
+        keys: set[tuple[str, str]] = set()
+        for res in self.results:
+            t = res.target
+            sf = self.index.module_file(t.module)
+            if sf is None:
+                continue
+            if t.kind == "unresolved":
+                unresolved.setdefault((sf.path, t.line, t.reason), Unresolved(sf.root, sf.path, t.line, t.reason))
+                continue
+            if t.kind == "def" and t.definition is not None:
+                d = t.definition
+                wd = WhereDefinition(f"{t.module}.{d.qualname}", d.kind, sf.root, sf.path, d.line,
+                                     self._chain(res.chain, t), d.name == self.name)
+                keys.add((t.module, d.qualname))
+            elif t.kind == "module":
+                wd = WhereDefinition(t.module, "module", sf.root, sf.path, 1, res.chain, t.module.endswith(self.name))
+            elif t.kind in ("alias", "variable"):
+                scope_name = t.name
+                wd = WhereDefinition(f"{t.module}.{scope_name}", t.kind, sf.root, sf.path, t.line,
+                                     res.chain, t.name == self.name)
+            else:
+                continue
+            k = (wd.root, wd.path, wd.line)
+            old = defs.get(k)
+            # Keep the shortest chain to a definition (an exact def beats the same def via an alias).
+            if old is None or len(wd.chain) < len(old.chain):
+                defs[k] = wd
+        ranked = sorted(defs.values(), key=lambda d: (*_kind_rank(d), d.path, d.line))
+        return ranked, sorted(unresolved.values(), key=lambda u: (u.path, u.line)), keys
+
+    def _chain(self, chain: tuple[Hop, ...], t: Target) -> tuple[Hop, ...]:
+        if not chain:
+            return ()
+        d = t.definition
+        assert d is not None
+        last = self.r.hop(t.module, d.line, "def")
+        return (*chain, last) if chain[-1] != last else chain
+
+    def call_sites(self, defs: list[WhereDefinition], keys: set[tuple[str, str]]) -> list[Location]:
+        names = {self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs}
+        methods_only = bool(defs) and all(d.kind == "method" for d in defs)
+        out: dict[tuple[str, int], Location] = {}
+        for facts in self.index.load_files(self.index.containing(sorted(names))):
+            sf = self.index.module_file(facts.module)
+            if sf is None:
+                continue
+            for cs in facts.calls:
+                last = cs.func.rsplit(".", 1)[-1]
+                if last not in names or cs.func.startswith("super()"):
+                    continue
+                res = self.r.resolve_expr(facts.module, cs.scope, _expr(cs.func))
+                hit = any(x.target.definition is not None and (x.target.module, x.target.definition.qualname) in keys
+                          for x in res if x.target.kind == "def")
+                weak = methods_only and "." in cs.func and not res
+                if hit or weak:
+                    out[(sf.path, cs.line)] = Location(sf.root, sf.path, cs.line)
+        return sorted(out.values(), key=lambda c: (c.path, c.line))
+
+    def suggestions(self) -> list[str]:
+        names: set[str] = set()
+        for sf in self.index.files:
+            names.update(m.decode() for m in _DEF_NAME.findall(self.index.data(sf)))
+        return difflib.get_close_matches(self.name, sorted(names), n=5, cutoff=0.6)
+
+
+def where(index: Index, symbol: str, at: tuple[str, int] | None = None) -> WhereResult:
+    """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query."""
+    if not _SYMBOL.match(symbol):
+        raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
+    q = _Query(index, symbol)
+    if at is not None:
+        q.at(*at)
+    elif "." in symbol:
+        if not q.dotted():
+            q.class_member()
+    else:
+        q.bare()
+    defs, unresolved, keys = q.collect()
+    sites = q.call_sites(defs, keys) if defs else []
+    sugg = q.suggestions() if not defs and not unresolved else []
+    stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded}
+    return WhereResult(symbol, tuple(defs), tuple(sites), tuple(unresolved), tuple(sugg),
+                       tuple(index.diagnostics), stats)
