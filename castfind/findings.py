@@ -24,24 +24,10 @@ from castfind.fsutil import atomic_write_text
 from castfind.types import SEVERITY_RANK, Diagnostic, Finding
 
 __all__ = [
-    "BASELINE_VERSION",
-    "Baseline",
-    "BaselineEntry",
-    "BaselineError",
-    "BaselineOutcome",
-    "SuppressionOutcome",
-    "apply_baseline",
-    "baseline_entries",
-    "exit_code",
-    "fails",
-    "filter_suppressed",
-    "fingerprint",
-    "load_baseline",
-    "normalise_expr",
-    "occurrence_fingerprints",
-    "rank",
-    "suppressed",
-    "write_baseline",
+    "BASELINE_VERSION", "Baseline", "BaselineEntry", "BaselineError", "BaselineOutcome",
+    "SuppressionOutcome", "apply_baseline", "baseline_entries", "exit_code", "fails",
+    "filter_suppressed", "fingerprint", "load_baseline", "normalise_expr",
+    "occurrence_fingerprints", "rank", "suppressed", "write_baseline",
 ]
 
 BASELINE_VERSION = 1

@@ -72,7 +72,10 @@ def test_inline_tool_table_and_broken_toml_are_left_alone(tmp_path: Path) -> Non
 
 
 def test_existing_precommit_without_hook_is_not_rewritten(tmp_path: Path) -> None:
-    theirs = "# my hooks\nrepos:\n  - repo: https://github.com/psf/black\n    rev: 24.1.0\n    hooks:\n      - id: black\n"
+    theirs = (
+        "# my hooks\nrepos:\n  - repo: https://github.com/psf/black\n    rev: 24.1.0\n"
+        "    hooks:\n      - id: black\n"
+    )
     (tmp_path / ".pre-commit-config.yaml").write_text(theirs)
     lines = init(tmp_path)
     assert lines[1:] == [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,9 +12,8 @@ import pytest
 
 from castfind import __version__
 from castfind.findings import BaselineEntry, fingerprint
-from castfind.report import ScanReport, SourceCache
+from castfind.report import ScanReport, SourceCache, sarif, text
 from castfind.report import json as json_report
-from castfind.report import sarif, text
 from castfind.types import Diagnostic, Finding, Runtime
 
 MiB = 1024 * 1024
@@ -102,8 +102,6 @@ def test_text_colour_only_when_asked() -> None:
     assert "\033[" not in plain
     assert "\033[31m" in coloured and "\033[33m" in coloured
     # Stripping the escapes gives back the plain report.
-    import re
-
     assert re.sub(r"\033\[[0-9;]*m", "", coloured) == plain
 
 
