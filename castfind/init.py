@@ -1,0 +1,116 @@
+"""``castfind init``: add a starter ``[tool.castfind]`` section and a pre-commit hook.
+
+It only ever adds: an existing ``[tool.castfind]`` section is left alone, and an existing
+``.pre-commit-config.yaml`` is never rewritten (YAML round-tripping would lose the user's
+comments and layout); instead :func:`init` says what to paste. Running it twice changes
+nothing the second time. File-system errors (permissions, a full disk) propagate as
+``OSError`` for the CLI to report.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from castfind import __version__
+from castfind.fsutil import atomic_write_text
+
+__all__ = ["PRECOMMIT_SNIPPET", "STARTER_SECTION", "init"]
+
+PYPROJECT = "pyproject.toml"
+PRECOMMIT = ".pre-commit-config.yaml"
+HOOK_ID = "castfind"
+
+STARTER_SECTION = """\
+[tool.castfind]
+# Paths are relative to this file. Command-line options override these values.
+roots = ["."]
+exclude = []
+# rules = ["castfind_rules"]                # folders of extra rule files
+# entry-points = ["*.forward_decode"]       # extra hot-path entry point patterns
+fail-on = "error"                           # error | warning | info
+# baseline = "castfind-baseline.json"       # made by: castfind scan --write-baseline
+"""
+
+PRECOMMIT_SNIPPET = f"""\
+repos:
+  - repo: https://github.com/castfind/castfind
+    rev: v{__version__}
+    hooks:
+      - id: {HOOK_ID}
+"""
+
+
+def _init_pyproject(root: Path) -> list[str]:
+    path = root / PYPROJECT
+    if not path.exists():
+        atomic_write_text(path, STARTER_SECTION)
+        return [f"created {PYPROJECT} with a [tool.castfind] section"]
+    try:
+        text = path.read_text(encoding="utf-8")
+        document = tomllib.loads(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        # Appending to a file we cannot parse could make it worse; leave it to the user.
+        return [f"skipped {PYPROJECT}: it is not valid TOML ({exc}); fix it, then add:", *STARTER_SECTION.splitlines()]
+    tool = document.get("tool")
+    if isinstance(tool, dict) and "castfind" in tool:
+        return [f"{PYPROJECT} already has [tool.castfind]; left it unchanged"]
+    separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
+    new_text = text + separator + STARTER_SECTION
+    try:
+        tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError:
+        # e.g. ``tool = {black = {...}}`` as an inline table cannot gain a [tool.castfind] header.
+        return [f"skipped {PYPROJECT}: a [tool.castfind] header cannot be appended to its [tool] table; add:",
+                *STARTER_SECTION.splitlines()]
+    atomic_write_text(path, new_text)
+    return [f"added a [tool.castfind] section to {PYPROJECT}"]
+
+
+def _has_hook(document: Any) -> bool:
+    if not isinstance(document, dict) or not isinstance(document.get("repos"), list):
+        return False
+    for repo in document["repos"]:
+        hooks = repo.get("hooks") if isinstance(repo, dict) else None
+        if isinstance(hooks, list) and any(isinstance(h, dict) and h.get("id") == HOOK_ID for h in hooks):
+            return True
+    return False
+
+
+def _init_precommit(root: Path) -> list[str]:
+    path = root / PRECOMMIT
+    if not path.exists():
+        atomic_write_text(path, PRECOMMIT_SNIPPET)
+        return [f"created {PRECOMMIT} with the castfind hook"]
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return [f"left {PRECOMMIT} unchanged: it could not be read as YAML ({problem}); add this entry:",
+                *PRECOMMIT_SNIPPET.splitlines()]
+    if _has_hook(document):
+        return [f"{PRECOMMIT} already runs the castfind hook; left it unchanged"]
+    return [f"left {PRECOMMIT} unchanged (castfind never rewrites it); add this entry under repos:",
+            *PRECOMMIT_SNIPPET.splitlines()[1:]]
+
+
+def init(root: str | Path) -> list[str]:
+    """Set ``root`` up for castfind and return human-readable lines saying what was done.
+
+    * ``pyproject.toml``: created with :data:`STARTER_SECTION` if missing; the section is
+      appended if the file has none; an existing section is never touched.
+    * ``.pre-commit-config.yaml``: created with :data:`PRECOMMIT_SNIPPET` if missing;
+      otherwise left as is, with the lines to add when it has no castfind hook.
+
+    Writes are atomic. ``root`` must be an existing folder (``NotADirectoryError`` /
+    ``FileNotFoundError`` otherwise).
+    """
+    folder = Path(root)
+    if not folder.is_dir():
+        if folder.exists():
+            raise NotADirectoryError(f"{folder} is not a folder")
+        raise FileNotFoundError(f"{folder} does not exist")
+    return _init_pyproject(folder) + _init_precommit(folder)

@@ -1,0 +1,36 @@
+"""``--json``: the machine-readable report.
+
+Exactly three top-level keys, ``findings``, ``diagnostics`` and ``stats``, so consumers
+can rely on the shape. Baseline entries no longer found go in ``stats["baseline_fixed"]``
+rather than a fourth key.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from castfind.report import ScanReport
+
+__all__ = ["render", "to_dict"]
+
+
+def to_dict(report: ScanReport) -> dict[str, Any]:
+    """The report as plain JSON-ready data, built from each record's ``to_dict()``."""
+    stats = dict(report.stats)
+    if report.fixed:
+        stats["baseline_fixed"] = [entry.to_dict() for entry in report.fixed]
+    return {
+        "findings": [f.to_dict() for f in report.findings],
+        "diagnostics": [d.to_dict() for d in report.diagnostics],
+        "stats": stats,
+    }
+
+
+def render(report: ScanReport, *, indent: int | None = 2) -> str:
+    """The report as a JSON document ending with a newline.
+
+    Values in ``stats`` that JSON cannot hold (a ``Path``, say) are written as strings
+    rather than failing the whole report.
+    """
+    return json.dumps(to_dict(report), indent=indent, ensure_ascii=False, default=str) + "\n"

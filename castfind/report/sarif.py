@@ -1,0 +1,198 @@
+"""``--sarif``: SARIF 2.1.0 for code-scanning UIs (GitHub code scanning, VS Code SARIF viewer).
+
+One run. ``tool.driver.rules`` lists every rule from ``rules_meta`` (so a UI knows a rule
+even when it found nothing) plus any rule id a finding uses that the metadata lacks.
+Each result points at its file relative to its scan root through a ``uriBaseId``
+(``SRCROOT`` for the first root, ``SRCROOT2``, ... for further ones), and carries a
+``partialFingerprints`` entry built from :func:`castfind.findings.fingerprint`, which
+leaves the line number out, so an alert survives code moving up or down. Diagnostics
+become ``invocations[0].toolExecutionNotifications``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import quote
+
+from castfind import __version__
+from castfind.findings import occurrence_fingerprints
+from castfind.report import ScanReport
+from castfind.types import Diagnostic, Finding
+
+__all__ = ["FINGERPRINT_KEY", "SARIF_SCHEMA", "SARIF_VERSION", "render", "to_dict"]
+
+SARIF_VERSION = "2.1.0"
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+#: Versioned key, as SARIF §3.27.17 recommends, so a future fingerprint scheme can coexist.
+FINGERPRINT_KEY = "castfind/v1"
+INFORMATION_URI = "https://github.com/castfind/castfind"
+
+# SARIF has no "info"; "note" is its lowest level that still shows as a result.
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _level(severity: str) -> str:
+    return _LEVEL.get(severity, "warning")
+
+
+def _title(name: str, rule_id: str) -> str:
+    # "whole-kv-cache-cast-on-hot-path" -> "Whole kv cache cast on hot path"
+    if not name:
+        return rule_id
+    words = name.replace("_", "-").split("-")
+    text = " ".join(w for w in words if w)
+    return text[:1].upper() + text[1:]
+
+
+def _rule(rule_id: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    name = str(meta.get("name", "") or "")
+    message = str(meta.get("message", "") or "")
+    fix = str(meta.get("fix", "") or "")
+    title = _title(name, rule_id)
+    # The message is a template ("{expr} casts the whole {buffer} ..."); show its fields
+    # as <expr> so the description reads as prose in a rule list.
+    full = _PLACEHOLDER.sub(r"<\1>", message) if message else title
+    descriptor: dict[str, Any] = {
+        "id": rule_id,
+        "name": name or rule_id,
+        "shortDescription": {"text": title},
+        "fullDescription": {"text": full},
+        "defaultConfiguration": {"level": _level(str(meta.get("severity", "warning")))},
+        "helpUri": INFORMATION_URI,
+        "properties": {"tags": ["performance", "dtype"]},
+    }
+    help_text = fix or full
+    descriptor["help"] = {"text": help_text, "markdown": help_text}
+    return descriptor
+
+
+def _rule_table(
+    findings: tuple[Finding, ...], rules_meta: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    meta: dict[str, Mapping[str, Any]] = dict(rules_meta)
+    for f in findings:
+        # A finding whose rule the caller did not describe still needs a descriptor for
+        # ruleIndex to point at; its own fields describe it well enough.
+        meta.setdefault(f.rule, {"name": f.name, "message": "", "fix": f.fix, "severity": f.severity})
+    ids = sorted(meta)
+    return [_rule(rule_id, meta[rule_id]) for rule_id in ids], {rule_id: i for i, rule_id in enumerate(ids)}
+
+
+def _base_ids(findings: tuple[Finding, ...]) -> dict[str, str]:
+    roots: list[str] = []
+    for f in findings:
+        if f.root not in roots:
+            roots.append(f.root)
+    return {root: ("SRCROOT" if i == 0 else f"SRCROOT{i + 1}") for i, root in enumerate(roots)}
+
+
+def _root_uri(root: str) -> str:
+    # SARIF §3.14.14: a uriBaseId's uri must end with "/" to act as a base.
+    uri = Path(root).absolute().as_uri()
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _relative_uri(path: str) -> str:
+    return quote(PurePosixPath(path.replace("\\", "/")).as_posix(), safe="/")
+
+
+def _region(line: int, column: int | None = None, end_line: int | None = None) -> dict[str, int] | None:
+    if line < 1:
+        return None  # SARIF requires startLine >= 1; a line-less diagnostic has no region.
+    region = {"startLine": line}
+    if column is not None and column >= 1:
+        region["startColumn"] = column
+    if end_line is not None and end_line >= line:
+        region["endLine"] = end_line
+    return region
+
+
+def _result(f: Finding, index: int, fp: str, base_id: str) -> dict[str, Any]:
+    physical: dict[str, Any] = {"artifactLocation": {"uri": _relative_uri(f.path), "uriBaseId": base_id}}
+    region = _region(f.line, f.column, f.end_line)
+    if region is not None:
+        physical["region"] = region
+    location: dict[str, Any] = {"physicalLocation": physical}
+    if f.function:
+        location["logicalLocations"] = [{"fullyQualifiedName": f.function, "kind": "function"}]
+    properties: dict[str, Any] = {"function": f.function, "expr": f.expr}
+    if f.hot_path:
+        properties["hotPath"] = list(f.hot_path)
+    if f.provenance:
+        properties["provenance"] = list(f.provenance)
+    if f.runtime is not None:
+        properties["runtime"] = f.runtime.to_dict()
+    text = f.message + (f" Fix: {f.fix}" if f.fix else "")
+    return {
+        "ruleId": f.rule,
+        "ruleIndex": index,
+        "level": _level(f.severity),
+        "message": {"text": text},
+        "locations": [location],
+        "partialFingerprints": {FINGERPRINT_KEY: fp},
+        "properties": properties,
+    }
+
+
+def _notification(d: Diagnostic) -> dict[str, Any]:
+    note: dict[str, Any] = {
+        "level": "warning" if d.kind == "cache" else "error",
+        "message": {"text": d.message},
+        "descriptor": {"id": d.kind or "error"},
+    }
+    if d.path:
+        posix = d.path.replace("\\", "/")
+        uri = Path(d.path).as_uri() if Path(d.path).is_absolute() else _relative_uri(posix)
+        physical: dict[str, Any] = {"artifactLocation": {"uri": uri}}
+        region = _region(d.line)
+        if region is not None:
+            physical["region"] = region
+        note["locations"] = [{"physicalLocation": physical}]
+    return note
+
+
+def to_dict(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The SARIF log as plain data.
+
+    ``rules_meta`` maps a rule id to ``{"name", "message", "fix", "severity"}`` (the rule
+    file's fields); missing keys are tolerated.
+    """
+    rules, rule_index = _rule_table(report.findings, rules_meta or {})
+    bases = _base_ids(report.findings)
+    fps = occurrence_fingerprints(list(report.findings))
+    results = [
+        _result(f, rule_index[f.rule], fp, bases[f.root]) for f, fp in zip(report.findings, fps, strict=True)
+    ]
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "castfind",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": INFORMATION_URI,
+                "rules": rules,
+            }
+        },
+        "invocations": [
+            {
+                # Diagnostics do not stop a scan (design §2), so the run itself succeeded.
+                "executionSuccessful": True,
+                "toolExecutionNotifications": [_notification(d) for d in report.diagnostics],
+            }
+        ],
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+    }
+    if bases:
+        run["originalUriBaseIds"] = {base: {"uri": _root_uri(root)} for root, base in bases.items()}
+    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+
+
+def render(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The SARIF log as a JSON document ending with a newline."""
+    return json.dumps(to_dict(report, rules_meta), indent=2, ensure_ascii=False) + "\n"

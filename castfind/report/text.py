@@ -1,0 +1,138 @@
+"""The default, human-readable report.
+
+Each finding is one block whose first line is ``path:line:col: RULE severity message``,
+the form editors and terminals turn into a jump link; indented detail lines follow.
+Then diagnostics (``path:line: message``), baseline entries no longer found, and a
+one-line summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from castfind.report import ScanReport, SourceLine
+from castfind.types import Finding, Runtime
+
+__all__ = ["format_bytes", "format_finding", "format_runtime", "render", "summary"]
+
+_RESET = "\033[0m"
+_BOLD = "\033[1m"
+_DIM = "\033[2m"
+_SEVERITY_COLOUR = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
+_INDENT = "    "
+
+
+def _paint(text: str, code: str, color: bool) -> str:
+    return f"{code}{text}{_RESET}" if color and code else text
+
+
+def format_bytes(n: int | float) -> str:
+    """Binary units with one decimal: ``512 B``, ``34.0 MiB``, ``2.6 GiB``."""
+    value = float(n)
+    if abs(value) < 1024:
+        return f"{int(value)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def format_runtime(rt: Runtime) -> str:
+    """``78 calls × 34.0 MiB = 2.6 GiB, float8_e4m3fn→bfloat16 [61, 1, 576]`` (+ extras)."""
+    shape = "[" + ", ".join(str(d) for d in rt.shape) + "]"
+    text = (
+        f"{_plural(rt.calls, 'call')} × {format_bytes(rt.bytes_per_call)} = {format_bytes(rt.bytes_total)}, "
+        f"{rt.src_dtype}→{rt.dst_dtype} {shape}"
+    )
+    extras = []
+    if rt.device:
+        extras.append(f"on {rt.device}")
+    if rt.calls_per_step is not None:
+        extras.append(f"{rt.calls_per_step:g} calls/step")
+    if rt.device_time_us is not None:
+        extras.append(f"{rt.device_time_us / 1000:.2f} ms device time")
+    if extras:
+        text += ", " + ", ".join(extras)
+    return text
+
+
+def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: bool = False) -> list[str]:
+    """The lines of one finding's block, without a trailing blank line."""
+    severity = _paint(f.severity, _BOLD + _SEVERITY_COLOUR.get(f.severity, ""), color)
+    head = f"{_paint(f'{f.path}:{f.line}:{f.column}:', _BOLD, color)} {f.rule} {severity} {f.message}"
+    lines = [head]
+    if source_line is not None:
+        src = source_line(f.root, f.path, f.line)
+        if src is not None and src.strip():
+            lines.append(_INDENT + _paint(src.strip(), _DIM, color))
+    if f.hot_path:
+        lines.append(f"{_INDENT}hot path: {' → '.join(f.hot_path)}")
+    if f.provenance:
+        lines.append(f"{_INDENT}provenance: {' → '.join(f.provenance)}")
+    if f.runtime is not None:
+        lines.append(f"{_INDENT}runtime: {format_runtime(f.runtime)}")
+    if f.fix:
+        lines.append(f"{_INDENT}fix: {f.fix}")
+    return lines
+
+
+def summary(report: ScanReport) -> str:
+    """``3 errors, 1 warning, 0 info in 120 files (2 diagnostics)`` plus what was hidden."""
+    counts = report.severity_counts()
+    parts = [_plural(counts["error"], "error"), _plural(counts["warning"], "warning"), f"{counts['info']} info"]
+    # Findings of a severity no rule should have still get counted, never dropped.
+    parts += [f"{n} {sev}" for sev, n in counts.items() if sev not in ("error", "warning", "info")]
+    text = ", ".join(parts)
+    files = report.stats.get("files")
+    if isinstance(files, int):
+        text += f" in {_plural(files, 'file')}"
+    notes = []
+    if report.diagnostics:
+        notes.append(_plural(len(report.diagnostics), "diagnostic"))
+    suppressed = report.stats.get("suppressed")
+    if isinstance(suppressed, int) and suppressed:
+        notes.append(f"{suppressed} suppressed inline")
+    hidden = report.stats.get("baseline_hidden")
+    if isinstance(hidden, int) and hidden:
+        notes.append(f"{hidden} hidden by baseline")
+    if notes:
+        text += f" ({', '.join(notes)})"
+    return text
+
+
+def _fixed_lines(report: ScanReport) -> Iterable[str]:
+    if not report.fixed:
+        return
+    total = sum(e.count for e in report.fixed)
+    yield f"baseline: {_plural(total, 'recorded finding')} no longer found (refresh it with --write-baseline):"
+    for e in report.fixed:
+        where = f"{e.path} {e.function}" if e.function else e.path
+        times = f" ×{e.count}" if e.count > 1 else ""
+        yield f"{_INDENT}{e.rule} {where}: {e.expr}{times}"
+
+
+def render(report: ScanReport, source_line: SourceLine | None = None, *, color: bool = False) -> str:
+    """The whole text report, ending with a newline.
+
+    ``source_line(root, path, line)`` supplies the source shown under each finding
+    (``castfind.report.SourceCache().line`` reads it from disk); ``None`` omits it. ANSI
+    colour is used only when ``color`` is true: the CLI decides (tty, ``NO_COLOR``).
+    """
+    out: list[str] = []
+    for f in report.findings:
+        out.extend(format_finding(f, source_line, color=color))
+        out.append("")
+    if report.diagnostics:
+        out.extend(str(d) for d in report.diagnostics)
+        out.append("")
+    fixed = list(_fixed_lines(report))
+    if fixed:
+        out.extend(fixed)
+        out.append("")
+    out.append(summary(report))
+    return "\n".join(out) + "\n"
