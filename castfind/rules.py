@@ -128,8 +128,11 @@ _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
 def default_rule_dir() -> Path:
-    """The rule files shipped inside the package (``castfind.rules``)."""
-    return Path(str(resources.files("castfind.rules")))
+    """The rule files shipped inside the package (``castfind.ruledata``, the repo's ``rules/``)."""
+    try:
+        return Path(str(resources.files("castfind.ruledata")))
+    except ModuleNotFoundError:  # running from a source tree that was not installed
+        return Path(__file__).resolve().parent.parent / "rules"
 
 
 def rule_files(dirs: list[str | Path]) -> list[Path]:
