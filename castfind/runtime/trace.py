@@ -168,7 +168,7 @@ def parse_trace(text: str, name: str = "<trace>") -> tuple[dict[str, Any], list[
     lines = text.split("\n")
     if not text.strip():
         raise TraceError(name, 1, "empty trace", "record one with `castfind record -o PATH -- script.py`")
-    header = _parse_header(lines[0], name)
+    header = _parse_header(lines[0], name, text)
     sites: list[TraceSite] = []
     last = 1
     for number, raw in enumerate(lines[1:], start=2):
@@ -195,13 +195,17 @@ def _short(exc: BaseException) -> str:
     return str(exc).split("\n")[0][:120] or type(exc).__name__
 
 
-def _parse_header(raw: str, name: str) -> dict[str, Any]:
-    stripped = raw.lstrip()
-    if stripped.startswith(("[", "{")) and '"traceEvents"' in raw[:4096]:
-        raise TraceError(
-            name, 1, "this is a torch.profiler Chrome trace, not a castfind trace", "convert it with `castfind trace import`"
-        )
-    header = _loads(raw, name, 1)
+def _parse_header(raw: str, name: str, text: str) -> dict[str, Any]:
+    try:
+        header = _loads(raw, name, 1)
+    except TraceError:
+        # A Chrome trace is one multi-line JSON document whose first line alone is not JSON.
+        if '"traceEvents"' in text[: 1 << 20]:
+            raise TraceError(
+                name, 1, "this is a torch.profiler Chrome trace, not a castfind trace",
+                "convert it with `castfind trace import`",
+            ) from None
+        raise
     if not isinstance(header, dict) or "castfind_trace" not in header:
         raise TraceError(name, 1, "not a castfind trace (no castfind_trace header)", "pass a file written by `castfind record`")
     if header["castfind_trace"] != FORMAT_VERSION or isinstance(header["castfind_trace"], bool):
