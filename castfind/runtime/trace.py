@@ -206,6 +206,10 @@ def _parse_header(raw: str, name: str, text: str) -> dict[str, Any]:
                 "convert it with `castfind trace import`",
             ) from None
         raise
+    if isinstance(header, dict) and "traceEvents" in header:
+        raise TraceError(
+            name, 1, "this is a torch.profiler Chrome trace, not a castfind trace", "convert it with `castfind trace import`"
+        )
     if not isinstance(header, dict) or "castfind_trace" not in header:
         raise TraceError(name, 1, "not a castfind trace (no castfind_trace header)", "pass a file written by `castfind record`")
     if header["castfind_trace"] != FORMAT_VERSION or isinstance(header["castfind_trace"], bool):
