@@ -44,6 +44,8 @@ class ChromeTrace:
             cat, name = event.get("cat"), event.get("name")
             if not isinstance(name, str):
                 raise self.error(index, "event 'name' must be a string")
+            if cat is not None and not isinstance(cat, str):
+                raise self.error(index, "event 'cat' must be a string")
             host = cat in HOST_CATS or STEP.match(name) is not None
             if not host and cat not in DEVICE_CATS:
                 continue

@@ -157,7 +157,7 @@ class _Walker:
             src, shape = cpp_type_name(types[0]), dims[0]
             if len(types) == 7:  # _to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format)
                 code = concrete[1] if len(concrete) > 1 else ""
-                dst = scalar_type_name(int(code)) if code.isdigit() else None
+                dst = scalar_type_name(int(code)) if code.isascii() and code.isdigit() else None
             else:  # _to_copy.out(self, non_blocking, memory_format, out)
                 dst = cpp_type_name(types[-1])
             dst_shape = shape

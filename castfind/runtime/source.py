@@ -86,7 +86,7 @@ def _index_file(filename: str | None, path: str) -> dict[tuple[str, int], _Funct
     try:
         with open(filename, "rb") as fh:
             tree = ast.parse(fh.read(), filename=filename)
-    except (OSError, SyntaxError, ValueError) as exc:  # ValueError: NUL bytes in the source
+    except (OSError, SyntaxError, ValueError, RecursionError) as exc:  # ValueError: NUL bytes; RecursionError: deep nesting
         return f"cannot parse {filename}: {type(exc).__name__}"
     functions: dict[tuple[str, int], _Function] = {}
     _walk(tree, "", functions)
