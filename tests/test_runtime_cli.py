@@ -119,3 +119,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, command, content, expected):
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("castfind: " + expected.format(p=bad)) and " — " in line
     assert "Traceback" not in proc.stderr
+
+
+def test_record_writes_the_trace_on_ctrl_c(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "interrupted.py"
+    script.write_text("import torch\nfor _ in range(3):\n    torch.ones(2).half()\nraise KeyboardInterrupt\n")
+    out = tmp_path / "t.jsonl"
+    proc = _castfind("record", "-o", str(out), "--", str(script))
+    assert proc.returncode == 130  # the shell convention for SIGINT, as the program alone would give
+    (site,) = read_trace(out)[1]
+    assert (site.line, site.calls) == (3, 3)
+
+
+def test_runtime_cli_does_not_import_torch():
+    code = "import sys, castfind.cli, castfind.runtime.join, castfind.runtime.profiler; print('torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False"
