@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import castfind  # noqa: E402
 from castfind.runtime.trace import read_trace  # noqa: E402
-from runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, SHAPE, cast_line  # noqa: E402
+from test_runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, SHAPE, cast_line  # noqa: E402
 
 
 def _run_decode(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
