@@ -129,7 +129,7 @@ def scan(
     if cfg.baseline is not None and not write_baseline:
         outcome = fnd.apply_baseline(kept, fnd.load_baseline(cfg.baseline))
         kept, hidden, fixed = list(outcome.kept), outcome.hidden, tuple(outcome.fixed)
-    stats = dict(out.stats, suppressed=len(sup.suppressed), baseline_hidden=hidden,
+    stats = dict(out.stats, suppressed=len(sup.suppressed) if not isinstance(sup.suppressed, int) else sup.suppressed, baseline_hidden=hidden,
                  roots=effective_roots)
     meta = {r.id: {"name": r.name, "message": r.message, "fix": r.fix, "severity": r.severity}
             for r in ruleset.rules}

@@ -22,6 +22,7 @@ from castfind.facts import EXTRACTOR_VERSION
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS idents (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 """
 
 
@@ -116,6 +117,43 @@ class Cache:
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.executemany("INSERT OR REPLACE INTO facts (key, data) VALUES (?, ?)", rows)
+            self._conn.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            self.notices.append(f"{self.path}: could not write to the cache ({e}); results are unaffected")
+        except sqlite3.DatabaseError as e:
+            self._rebuild(str(e))
+
+    def get_idents(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Newline-joined identifier sets by content key (see :meth:`Index.identifiers`)."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, bytes] = {}
+        if self._conn is None or not keys:
+            return out
+        try:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                q = f"SELECT key, data FROM idents WHERE key IN ({','.join('?' * len(chunk))})"
+                for key, blob in self._conn.execute(q, chunk):
+                    try:
+                        out[key] = zlib.decompress(blob)
+                    except zlib.error:
+                        continue
+        except sqlite3.DatabaseError as e:
+            self._rebuild(str(e))
+            return {}
+        return out
+
+    def put_idents(self, items: dict[str, bytes]) -> None:
+        if self._conn is None or not items:
+            return
+        rows = [(k, zlib.compress(v, 1)) for k, v in items.items()]
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.executemany("INSERT OR REPLACE INTO idents (key, data) VALUES (?, ?)", rows)
             self._conn.execute("COMMIT")
         except sqlite3.OperationalError as e:
             try:

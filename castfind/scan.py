@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from castfind.callgraph import CallGraph
 from castfind.checker import Checker
@@ -42,58 +42,70 @@ class ScanOutcome:
 
 
 class GetterOracle:
-    """Names of functions whose every ``return`` is a whole buffer of one kind (inferred getters)."""
+    """Names of functions whose every ``return`` is a whole buffer of one kind (inferred getters).
+
+    Computed once per scan by a fixpoint (:meth:`infer`): a function is a getter when each of its
+    returns walks back to a buffer attribute, a rules getter or an already inferred getter, and
+    every other function of that name in the index agrees.
+    """
 
     def __init__(self, index: Index, rules: RuleSet) -> None:
         self.index = index
         self.rules = rules
         self.kinds = {k.name for k in rules.buffers.values() if k.infer_getters}
-        self.prov = Provenance(rules, self.kind)
-        self._memo: dict[str, str | None] = {}
-        self._depth = 0
+        self.known: dict[str, str] = {}
+        self.prov = Provenance(rules, self.known.get)
 
     def kind(self, name: str) -> str | None:
-        """The buffer kind every definition of ``name`` returns, or None."""
-        if name in self._memo:
-            return self._memo[name]
-        if self._depth > 6 or not self.kinds:
-            return None
-        self._memo[name] = None  # recursion guard
-        self._depth += 1
-        try:
-            result = self._infer(name)
-        finally:
-            self._depth -= 1
-        self._memo[name] = result
-        return result
+        return self.known.get(name)
 
-    def _infer(self, name: str) -> str | None:
-        pat = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
+    def _returns_kind(self, facts: FileFacts, qualname: str, rets: list) -> str | None:
         kinds: set[str] = set()
+        for r in rets:
+            o = self.prov.origin(facts, qualname, r.value, r.line)
+            if o is None or o.kind not in self.kinds:
+                return None
+            kinds.add(o.kind)
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def _agree(self, name: str, kind: str) -> bool:
+        pat = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
         files = [sf for sf in self.index.containing([name]) if pat.search(self.index.data(sf))]
         for facts in self.index.load_files(files):
             for d in facts.definitions:
-                if d.name != name or d.kind == "class":
-                    continue
-                rets = [r for r in facts.returns if r.scope == d.qualname]
-                if not rets:
-                    continue  # abstract or raising: says nothing
-                for r in rets:
-                    o = self.prov.origin(facts, d.qualname, r.value, r.line)
-                    if o is None or o.kind not in self.kinds:
-                        return None
-                    kinds.add(o.kind)
-        return kinds.pop() if len(kinds) == 1 else None
+                if d.name == name and d.kind != "class":
+                    rets = [r for r in facts.returns if r.scope == d.qualname]
+                    if rets and self._returns_kind(facts, d.qualname, rets) != kind:
+                        return False
+        return True
 
-    def seed(self, files: list[FileFacts]) -> set[str]:
-        """Infer every getter defined in ``files`` (names of functions that return a buffer)."""
-        names: set[str] = set()
-        for facts in files:
-            for d in facts.definitions:
-                if d.kind != "class" and any(r.scope == d.qualname for r in facts.returns):
-                    if self.kind(d.name) is not None:
-                        names.add(d.name)
-        return names
+    def infer(self, pool: list[FileFacts], grow: Callable[[set[str]], list[FileFacts]] | None = None) -> None:
+        """Fixpoint over the definitions in ``pool``; ``grow(new_names)`` adds files that name them."""
+        if not self.kinds:
+            return
+        decided: set[str] = set()
+        while True:
+            cands: dict[str, str] = {}
+            for facts in pool:
+                by_scope: dict[str, list] = {}
+                for r in facts.returns:
+                    by_scope.setdefault(r.scope, []).append(r)
+                for d in facts.definitions:
+                    if d.kind == "class" or d.name in decided or d.name in cands:
+                        continue
+                    rets = by_scope.get(d.qualname)
+                    if rets:
+                        k = self._returns_kind(facts, d.qualname, rets)
+                        if k is not None:
+                            cands[d.name] = k
+            new = {n: k for n, k in cands.items() if self._agree(n, k)}
+            decided.update(cands)
+            if not new:
+                return
+            self.known.update(new)
+            if grow is not None:
+                seen = {f.path for f in pool}
+                pool = pool + [f for f in grow(set(new)) if f.path not in seen]
 
 
 def _cast_regex(methods: set[str]) -> re.Pattern[bytes]:
@@ -128,15 +140,15 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         inferable = _inferable_words(rules)
         seed_files = [sf for sf in files if inferable is not None and inferable.search(index.data(sf))
                       and _RETURN.search(index.data(sf))]
-        getters = oracle.seed(index.load_files(seed_files))
+        oracle.infer(index.load_files(seed_files), lambda names: index.load_files(index.containing(sorted(names))))
         words = rules.buffer_words()
-        extra = re.compile(rb"\b(?:" + b"|".join(re.escape(g.encode()) for g in sorted(getters)) + rb")\b") if getters else None
+        getters = sorted(oracle.known)
+        extra = re.compile(rb"\b(?:" + b"|".join(re.escape(g.encode()) for g in getters) + rb")\b") if getters else None
         pool = [sf for sf in files if only is None or sf.abspath in only]
         candidates = [sf for sf in pool if cast_re.search(index.data(sf)) and
                       (words.search(index.data(sf)) or (extra is not None and extra.search(index.data(sf))))]
     else:
-        everything = index.load_files(files)
-        oracle.seed(everything)
+        oracle.infer(index.load_files(files))
         candidates = [sf for sf in files if only is None or sf.abspath in only]
 
     checker = Checker(rules, Provenance(rules, oracle.kind), graph)
