@@ -1,0 +1,47 @@
+"""Shared fixtures. The real-corpus tests share one cache, filled once per run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_castfind(*args: str, cwd: Path = REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    """``python -m castfind ARGS`` in a subprocess (exit codes and stderr are part of the contract)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "castfind", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def corpus() -> dict[str, Path]:
+    """The unpacked sglang and flashinfer wheels (fetched by ``make corpus`` / scripts/fetch_corpus.py)."""
+    base = Path(os.environ.get("CASTFIND_CORPUS", REPO / ".corpus"))
+    roots = {"sglang": base / "sglang", "flashinfer": base / "flashinfer"}
+    for name, root in roots.items():
+        if not (root / ".complete").exists():
+            sys.path.insert(0, str(REPO / "scripts"))
+            from fetch_corpus import fetch
+
+            fetch(base)
+            break
+    return roots
+
+
+@pytest.fixture(scope="session")
+def corpus_cache(tmp_path_factory, corpus) -> Path:
+    """One facts cache for the whole run, filled by extracting every file of both wheels once."""
+    from castfind.api import open_index
+
+    d = tmp_path_factory.mktemp("castfind-corpus-cache")
+    index = open_index([str(corpus["sglang"]), str(corpus["flashinfer"])], cache_dir=d, jobs=2)
+    index.load_files(index.files)
+    pytest.corpus_diagnostics = list(index.diagnostics)  # type: ignore[attr-defined]
+    pytest.corpus_files = len(index.files)  # type: ignore[attr-defined]
+    return d

@@ -1,0 +1,76 @@
+"""Acceptance on real code no one here wrote: the sglang 0.5.23 and flashinfer 0.7.2.post1 wheels."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_castfind
+
+pytestmark = pytest.mark.corpus
+
+
+def test_no_file_of_either_wheel_crashes_extraction(corpus_cache):
+    assert pytest.corpus_files > 7900  # type: ignore[attr-defined]
+    # Every diagnostic is a real syntax error reported as data, not an extractor crash.
+    for d in pytest.corpus_diagnostics:  # type: ignore[attr-defined]
+        assert d.kind == "parse-error" and d.message.startswith("syntax error"), d
+
+
+def test_where_follows_the_returned_callable_into_flashinfer(corpus, corpus_cache):
+    r = run_castfind("where", "flashinfer_cutlass_fused_moe", "--root", str(corpus["sglang"]),
+                     "--root", str(corpus["flashinfer"]), "--cache-dir", str(corpus_cache), "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    first = data["definitions"][0]
+    assert (first["qualname"], first["path"], first["line"]) == (
+        "flashinfer.fused_moe.core.cutlass_fused_moe", "flashinfer/fused_moe/core.py", 1277)
+    assert all(d["line"] != 966 for d in data["definitions"])  # the nested same-name def
+    paths = [h["path"] for h in first["chain"]]
+    runner = "sglang/srt/layers/moe/moe_runner/flashinfer_cutlass.py"
+    assert paths.index(runner) < paths.index("flashinfer/fused_moe/__init__.py")
+    texts = [h["text"] for h in first["chain"]]
+    assert any("_flashinfer_cutlass_fused_moe()" in t for t in texts)
+    assert any(t.startswith("from flashinfer.fused_moe import cutlass_fused_moe") for t in texts)
+    assert {"path": runner, "line": 371} in data["call_sites"]
+
+
+def test_where_class_method_and_every_override(corpus, corpus_cache):
+    r = run_castfind("where", "MLATokenToKVPool.get_key_buffer", "--root", str(corpus["sglang"]),
+                     "--cache-dir", str(corpus_cache), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["definitions"][0]
+    assert d["path"] == "sglang/srt/mem_cache/memory_pool.py"
+    assert d["qualname"] == "sglang.srt.mem_cache.memory_pool.MLATokenToKVPool.get_key_buffer"
+    r = run_castfind("where", "get_key_buffer", "--root", str(corpus["sglang"]), "--cache-dir", str(corpus_cache), "--json")
+    defs = json.loads(r.stdout)["definitions"]
+    methods = [x for x in defs if x["kind"] == "method" and x["qualname"].endswith(".get_key_buffer")]
+    assert len(methods) > 20
+
+
+@pytest.fixture(scope="module")
+def sglang_scan(corpus, corpus_cache):
+    r = run_castfind("scan", str(corpus["sglang"]), "--cache-dir", str(corpus_cache), "--json", "-j", "2")
+    assert r.returncode == 1, r.stderr  # findings
+    return json.loads(r.stdout)
+
+
+MLA = "sglang/srt/layers/attention/flashinfer_mla_backend.py"
+
+
+def test_scan_flags_the_whole_fp8_pool_cast_in_forward_decode(sglang_scan):
+    errors = [f for f in sglang_scan["findings"] if f["severity"] == "error"]
+    top = [(f["path"], f["line"]) for f in errors[:10]]
+    assert (MLA, 822) in top
+    f = next(f for f in errors if (f["path"], f["line"]) == (MLA, 822))
+    assert f["rule"] == "CF101" and f["function"] == "FlashInferMLAAttnBackend.forward_decode"
+    assert f["hot_path"][-1].endswith("FlashInferMLAAttnBackend.forward_decode")
+    assert (MLA, 761) in {(e["path"], e["line"]) for e in errors}
+
+
+def test_scan_keeps_batch_casts_quiet(sglang_scan):
+    flagged = {(f["path"], f["line"]) for f in sglang_scan["findings"] if f["severity"] == "error"}
+    assert (MLA, 747) not in flagged and (MLA, 748) not in flagged
+    # kv_len_arr_cpu = seq_lens_cpu[:bs].to(torch.int32)
+    assert (MLA, 557) not in flagged and (MLA, 677) not in flagged
