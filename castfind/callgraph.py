@@ -20,7 +20,7 @@ from collections import deque
 
 import networkx as nx
 
-from castfind.facts import Attr, Expr, Name
+from castfind.facts import from_dotted
 from castfind.index import Index
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
@@ -32,13 +32,6 @@ SEARCH_BUDGET = 400
 
 Node = tuple[str, str]  # (module, qualname inside the module)
 
-
-def _expr(dotted_name: str) -> Expr:
-    parts = dotted_name.split(".")
-    e: Expr = Name(parts[0])
-    for p in parts[1:]:
-        e = Attr(e, p)
-    return e
 
 
 def label(node: Node) -> str:
@@ -127,7 +120,7 @@ class CallGraph:
                 return weak_ok
             # CHA: a call in class C reaches m in C's bases (inherited) and in C's subclasses.
             return caller_cls in node_anc or node_cls in self.ancestors(caller_cls)
-        res = self.r.resolve_expr(caller[0], caller[1], _expr(func))
+        res = self.r.resolve_expr(caller[0], caller[1], from_dotted(func))
         defs = [x.target for x in res if x.target.kind == "def" and x.target.definition is not None]
         if defs:
             return any((t.module, t.definition.qualname) == node for t in defs)  # type: ignore[union-attr]

@@ -88,6 +88,15 @@ def dotted(expr: "Expr | None") -> str | None:
     return None
 
 
+def from_dotted(name: str) -> "Expr":
+    """``a.b.c`` as an expression tree (``Attr(Attr(Name('a'), 'b'), 'c')``)."""
+    parts = name.split(".")
+    e: Expr = Name(parts[0])
+    for p in parts[1:]:
+        e = Attr(e, p)
+    return e
+
+
 def render(expr: "Expr | Slice | None") -> str:
     """Short source-like text of an expression (for messages and provenance hops)."""
     if expr is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Import, Name, Seq, dotted
+from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Import, Name, Seq, dotted, from_dotted
 from castfind.index import Index
 
 _MAX_DEPTH = 48
@@ -326,10 +326,7 @@ class Resolver:
         """The base classes of ``cls`` that resolve to classes in the index."""
         out = []
         for b in cls.bases:
-            expr: Expr = Name(b.split(".")[0])
-            for part in b.split(".")[1:]:
-                expr = Attr(expr, part)
-            for r in self.resolve_expr(module, cls.parent, expr, depth + 1):
+            for r in self.resolve_expr(module, cls.parent, from_dotted(b), depth + 1):
                 if r.target.is_class:
                     h = self.hop(module, cls.line, "base")
                     out.append(Resolved(r.target, (h, *r.chain)))

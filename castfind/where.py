@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from castfind.facts import Attr, Expr, FileFacts, Name
+from castfind.facts import Attr, Expr, FileFacts, Name, from_dotted
 from castfind.index import Index
 from castfind.resolve import Hop, Resolved, Resolver, Target
 from castfind.types import Diagnostic
@@ -77,13 +77,6 @@ class WhereResult:
         }
 
 
-def _expr(dotted_name: str) -> Expr:
-    parts = dotted_name.split(".")
-    e: Expr = Name(parts[0])
-    for p in parts[1:]:
-        e = Attr(e, p)
-    return e
-
 
 def _kind_rank(d: WhereDefinition) -> tuple[int, int]:
     nested = "<locals>" in d.qualname
@@ -107,7 +100,7 @@ class _Query:
         facts = self.index.facts_of(sf)
         scope = self.r.scope_of_line(facts, line)
         # A name used inside a def's body is looked up in that def, as Python would.
-        self.results += self.r.resolve_expr(sf.module, scope, _expr(self.symbol))
+        self.results += self.r.resolve_expr(sf.module, scope, from_dotted(self.symbol))
 
     def dotted(self) -> bool:
         parts = self.symbol.split(".")
@@ -233,7 +226,7 @@ class _Query:
                 last = cs.func.rsplit(".", 1)[-1]
                 if last not in names or cs.func.startswith("super()"):
                     continue
-                res = self.r.resolve_expr(facts.module, cs.scope, _expr(cs.func))
+                res = self.r.resolve_expr(facts.module, cs.scope, from_dotted(cs.func))
                 hit = any(x.target.definition is not None and (x.target.module, x.target.definition.qualname) in keys
                           for x in res if x.target.kind == "def")
                 weak = methods_only and "." in cs.func and not res

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
-import pytest
 
 from castfind.discover import discover
 from castfind.index import Index
