@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from castfind.facts import Attr, Expr, FileFacts, Name, from_dotted
+from castfind.facts import Attr, Call, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
 from castfind.resolve import Hop, Resolved, Resolver, Target
 from castfind.types import Diagnostic
@@ -205,11 +205,16 @@ class _Query:
             for facts in self.index.load_files(self.index.containing(todo)):
                 m = facts.module
                 for ret in facts.returns:
-                    if ret.scope and _mentions(ret.value, names):
+                    # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not.
+                    if ret.scope and _refers(ret.value, names):
                         returners.add(ret.scope.rsplit(".", 1)[-1])
                 for a in facts.assigns:
-                    if _mentions(a.value, names | returners) and self._hits(self.r._resolve_assign(m, a, 0), keys):
-                        names.add(a.target.rsplit(".", 1)[-1])
+                    value = a.value
+                    aliased = _refers(value, names) or (isinstance(value, Call) and _refers(value.func, returners))
+                    target = a.target.rsplit(".", 1)[-1]
+                    # `_` is the conventional discard: calls through it are not worth reading every file.
+                    if target != "_" and aliased and self._hits(self.r._resolve_assign(m, a, 0), keys):
+                        names.add(target)
                 for imp in facts.imports:
                     if imp.name in names and self._hits(self.r._resolve_import(m, facts, imp, 0), keys):
                         names.add(imp.bound)
@@ -241,14 +246,10 @@ class _Query:
         return difflib.get_close_matches(self.name, sorted(names), n=5, cutoff=0.6)
 
 
-def _mentions(expr: Expr, names: set[str]) -> bool:
-    """Does the expression's name, attribute or callee (or a tuple element's) end in one of ``names``?"""
-    from castfind.facts import Call, Seq
-
+def _refers(expr: Expr, names: set[str]) -> bool:
+    """Is the expression (or a tuple element of it) a name or attribute ending in one of ``names``?"""
     if isinstance(expr, Seq):
-        return any(_mentions(e, names) for e in expr.elts)
-    if isinstance(expr, Call):
-        return _mentions(expr.func, names)
+        return any(_refers(e, names) for e in expr.elts)
     if isinstance(expr, Name):
         return expr.id in names
     if isinstance(expr, Attr):
