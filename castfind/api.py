@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from castfind.cache import Cache, default_cache_dir
 from castfind.index import Index, ProgressFn
+from castfind.types import Diagnostic
 from castfind.where import WhereResult, where as _where
+
+if TYPE_CHECKING:
+    from castfind.report import ScanReport
 
 
 def open_index(
@@ -37,3 +43,98 @@ def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None, **in
     index_options.setdefault("follow_installed", True)
     index = open_index(roots, **index_options)
     return _where(index, symbol, at)
+
+
+@dataclass(frozen=True)
+class ScanRun:
+    """A finished scan: the report to render, the fail-on level, the rules' metadata."""
+
+    report: "ScanReport"
+    fail_on: str
+    rules_meta: dict[str, dict[str, str]]
+    explanations: dict[tuple[str, int], list[str]]
+    wrote_baseline: str | None = None
+
+
+def scan(
+    paths: list[str],
+    *,
+    roots: list[str] | None = None,
+    only: bool = False,
+    rules: list[str] | None = None,
+    entry_points: list[str] | None = None,
+    fail_on: str | None = None,
+    baseline: str | None = None,
+    write_baseline: str | None = None,
+    traces: list[str] | None = None,
+    demand: bool = True,
+    explain: bool = False,
+    exclude: tuple[str, ...] = (),
+    **index_options,
+) -> ScanRun:
+    """Scan roots for whole-buffer casts; never prints.
+
+    ``paths`` are the roots, or with ``only=True`` the files to report on (pre-commit passes the
+    staged files; the roots then come from ``roots``, ``[tool.castfind] roots`` or the current folder).
+    Raises RuleError, ConfigError, BaselineError, DiscoveryError or TraceError for bad input.
+    """
+    from castfind import findings as fnd
+    from castfind.config import load_config, merge
+    from castfind.report import ScanReport, SourceCache
+    from castfind.rules import load_rules
+    from castfind.scan import scan as _scan
+
+    cfg_root = Path(roots[0]) if roots else (Path(paths[0]) if paths and not only else Path("."))
+    if cfg_root.is_file():
+        cfg_root = cfg_root.parent
+    cfg = load_config(cfg_root) if cfg_root.is_dir() else load_config(Path("."))
+    root_list = list(roots or []) or ([] if only else list(paths))
+    cfg = merge(cfg, roots=root_list, rules=rules, exclude=list(exclude), entry_points=entry_points,
+                fail_on=fail_on, baseline=baseline)
+    effective_roots = [str(r) for r in cfg.roots] or ["."]
+    ruleset = load_rules([str(r) for r in cfg.rules])
+    if cfg.entry_points:
+        ruleset = ruleset.with_entry_points(tuple(cfg.entry_points))
+    index = open_index(effective_roots, exclude=tuple(cfg.exclude), **index_options)
+    only_set = {os.path.abspath(p) for p in paths} if only else None
+    if only_set is not None:
+        from castfind.discover import DiscoveryError
+
+        for p in paths:
+            if not os.path.exists(p):
+                raise DiscoveryError(p, "no such file; --only takes existing files inside a root")
+    out = _scan(index, ruleset, demand=demand, only=only_set, explain=explain)
+    found = out.findings
+    if traces:
+        from castfind.runtime.join import join
+        from castfind.runtime.trace import read_trace
+
+        sites = []
+        for t in traces:
+            _, s = read_trace(t)
+            sites += s
+        found = join(found, sites, out.modules)
+    source = SourceCache()
+    sup = fnd.filter_suppressed(found, source.lines)
+    kept = list(sup.kept)
+    diags = list(out.diagnostics) + list(sup.diagnostics)
+    if index.cache is not None:
+        diags += [Diagnostic(str(index.cache.path), 0, n, "cache") for n in index.cache.notices]
+    wrote = None
+    if write_baseline:
+        fnd.write_baseline(write_baseline, kept)
+        wrote = write_baseline
+    fixed: tuple = ()
+    hidden = 0
+    if cfg.baseline is not None and not write_baseline:
+        outcome = fnd.apply_baseline(kept, fnd.load_baseline(cfg.baseline))
+        kept, hidden, fixed = list(outcome.kept), outcome.hidden, tuple(outcome.fixed)
+    stats = dict(out.stats, suppressed=len(sup.suppressed), baseline_hidden=hidden,
+                 roots=effective_roots)
+    meta = {r.id: {"name": r.name, "message": r.message, "fix": r.fix, "severity": r.severity}
+            for r in ruleset.rules}
+    meta.setdefault("CF900", {"name": "measured-cast-without-rule", "severity": "warning",
+                              "message": "a cast measured at run time that no rule flagged",
+                              "fix": "Check whether this cast must run on every step."})
+    report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
+    return ScanRun(report, cfg.fail_on, meta, out.explanations, wrote)

@@ -113,6 +113,167 @@ def where(
         raise typer.Exit(1)
 
 
+@app.command()
+def scan(
+    paths: Optional[list[str]] = typer.Argument(None, help="Roots to scan (default: the current folder); with --only, the files to report on."),
+    root: Optional[list[str]] = RootOpt,
+    only: bool = typer.Option(False, "--only", help="Report only on the PATHS given (pre-commit's staged files); index the whole root."),
+    rules: Optional[list[str]] = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable), added to the defaults."),
+    entry_point: Optional[list[str]] = typer.Option(None, "--entry-point", help="Extra entry-point pattern, e.g. '*.forward_batch'."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON: findings, diagnostics, stats."),
+    sarif: Optional[str] = typer.Option(None, "--sarif", help="Also write SARIF 2.1.0 to this file ('-' for stdout)."),
+    fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above: error (default), warning, info."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file."),
+    write_baseline: Optional[str] = typer.Option(None, "--write-baseline", help="Record the current findings in this baseline file."),
+    trace: Optional[list[str]] = typer.Option(None, "--trace", help="A runtime trace (.castfind.jsonl) to join (repeatable)."),
+    explain: Optional[str] = typer.Option(None, "--explain", help="PATH:LINE — say why the cast there was or was not flagged."),
+    eager: bool = typer.Option(False, "--eager", help="Parse every file instead of only those that can matter (slower; same findings)."),
+    color: bool = typer.Option(False, "--color", help="Colour the text output."),
+    cache_dir: Optional[str] = CacheDirOpt,
+    no_cache: bool = NoCacheOpt,
+    jobs: int = JobsOpt,
+    exclude: Optional[list[str]] = ExcludeOpt,
+) -> None:
+    """Flag whole-buffer dtype casts (KV caches, whole weights) on hot paths, ranked by how bad they are.
+
+    Exit 0 when no finding is at or above --fail-on, 1 when one is, 2 on usage or input errors.
+
+    Example: castfind scan /root/sglang --trace decode.castfind.jsonl
+    """
+    from castfind import api
+    from castfind.config import ConfigError
+    from castfind.discover import DiscoveryError
+    from castfind.findings import BaselineError, exit_code
+    from castfind.report import SourceCache, json as json_report, sarif as sarif_report, text as text_report
+    from castfind.rules import RuleError
+
+    if fail_on is not None and fail_on not in ("error", "warning", "info"):
+        _fail(f"--fail-on {fail_on}: expected error, warning or info")
+    explain_at = None
+    if explain:
+        p, _, ln = explain.rpartition(":")
+        if not p or not ln.isdigit():
+            _fail(f"--explain {explain}: expected PATH:LINE")
+        explain_at = (p, int(ln))
+    errors: tuple[type[BaseException], ...] = (RuleError, ConfigError, BaselineError, DiscoveryError, ValueError)
+    try:
+        from castfind.runtime.trace import TraceError
+
+        errors += (TraceError,)
+    except ImportError:
+        pass
+    try:
+        run = api.scan(list(paths or []), roots=list(root or []), only=only, rules=list(rules or []),
+                       entry_points=list(entry_point or []), fail_on=fail_on, baseline=baseline,
+                       write_baseline=write_baseline, traces=list(trace or []), demand=not eager,
+                       explain=explain_at is not None, exclude=tuple(exclude or ()), cache_dir=cache_dir,
+                       use_cache=not no_cache, jobs=jobs or None, progress=_progress("parsing"))
+    except errors as e:
+        _fail(f"{e}")
+    report = run.report
+    if explain_at is not None:
+        _print_explanation(run, explain_at)
+        raise typer.Exit(0)
+    if sarif:
+        doc = sarif_report.render(report, run.rules_meta)
+        if sarif == "-":
+            typer.echo(doc)
+        else:
+            from castfind.fsutil import atomic_write_text
+
+            atomic_write_text(sarif, doc)
+    if json_out:
+        typer.echo(json_report.render(report))
+    elif sarif != "-":
+        src = SourceCache()
+        typer.echo(text_report.render(report, src.line, color=color), nl=False)
+    if run.wrote_baseline:
+        typer.echo(f"castfind: wrote {len(report.findings)} finding(s) to {run.wrote_baseline}", err=True)
+    raise typer.Exit(exit_code(report.findings, run.fail_on))
+
+
+def _print_explanation(run, at: tuple[str, int]) -> None:
+    path, line = at
+    norm = path.replace("\\", "/")
+    hits = {k: v for k, v in run.explanations.items()
+            if (norm.endswith(k[0]) or k[0].endswith(norm.lstrip("./"))) and k[1] <= line}
+    best = [k for k in hits if k[1] == line] or sorted(hits, key=lambda k: -k[1])[:1]
+    if not best:
+        typer.echo(f"{path}:{line}: no cast-like call there that castfind examined "
+                   "(the file holds no cast and buffer name, or the line has no .to()/.float()/... call)")
+        return
+    for k in best:
+        typer.echo(f"{k[0]}:{k[1]}:")
+        for w in run.explanations[k]:
+            typer.echo(f"  - {w}")
+    for f in run.report.findings:
+        if any(f.path == k[0] and f.line == k[1] for k in best):
+            typer.echo(f"  => {f.rule} {f.severity}: {f.message}")
+
+
+rules_app = typer.Typer(help="List, test and validate rule files.", no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+
+@rules_app.command("list")
+def rules_list(
+    rules: Optional[list[str]] = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable)."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List every rule: id, severity, name and message."""
+    from castfind.rules import RuleError, load_rules
+
+    try:
+        rs = load_rules(list(rules or []))
+    except RuleError as e:
+        _fail(str(e))
+    if json_out:
+        typer.echo(json.dumps([{"id": r.id, "name": r.name, "severity": r.severity, "message": r.message,
+                                 "buffers": list(r.buffers), "hot": r.hot, "once": r.once, "source": r.source}
+                                for r in rs.rules], indent=2))
+        return
+    for r in rs.rules:
+        typer.echo(f"{r.id}  {r.severity:<7}  {r.name}\n      {r.message}")
+
+
+@rules_app.command("test")
+def rules_test(
+    rules: Optional[list[str]] = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable)."),
+) -> None:
+    """Run every rule's examples: lines marked '# match' must be flagged, 'no_match' code must not be."""
+    from castfind.rules import RuleError, load_rules
+    from castfind.ruletest import run_examples
+
+    try:
+        rs = load_rules(list(rules or []))
+    except RuleError as e:
+        _fail(str(e))
+    failures = 0
+    for r, problems in run_examples(rs):
+        status = "ok" if not problems else "FAIL"
+        typer.echo(f"{r.id} {r.name}: {status}")
+        for p in problems:
+            typer.echo(f"    {p}")
+        failures += bool(problems)
+    typer.echo(f"{len(rs.rules) - failures} passed, {failures} failed")
+    raise typer.Exit(1 if failures else 0)
+
+
+@rules_app.command("validate")
+def rules_validate(
+    rules: Optional[list[str]] = typer.Option(None, "--rules", help="Rule folder or file to check (repeatable)."),
+) -> None:
+    """Check rule files and list every problem as file:line: key: reason."""
+    from castfind.rules import validate
+
+    _, errors = validate(list(rules or []))
+    for e in errors:
+        typer.echo(str(e))
+    if errors:
+        raise typer.Exit(2)
+    typer.echo("rule files are valid")
+
+
 def _register_runtime() -> None:
     try:
         from castfind.runtime.cli import register

@@ -224,8 +224,17 @@ class Resolver:
                                    reason=f"{src} defines no {imp.name!r} that castfind can see"), ())]
         return [Resolved(r.target, (h, *r.chain)) for r in res]
 
+    def _dynamic_at(self, module: str, scope: str, line: int) -> list[Resolved]:
+        """An unresolvable construct (computed getattr/import) on this line of this scope."""
+        facts = self.index.facts(module)
+        return [Resolved(Target("unresolved", module, line=d.line, name=d.target or "", reason=d.reason), ())
+                for d in (facts.dynamic if facts else ()) if d.scope == scope and d.line == line]
+
     def _resolve_assign(self, module: str, a: Assign, depth: int) -> list[Resolved]:
         h = self.hop(module, a.line, "alias")
+        dyn = self._dynamic_at(module, a.scope, a.line)
+        if dyn:
+            return [Resolved(r.target, (h,)) for r in dyn]
         res = self.resolve_expr(module, a.scope, a.value, depth + 1, a.index)
         res = [r for r in res if r.target.kind not in ("param",)]
         if not res:
@@ -246,6 +255,9 @@ class Resolver:
         if isinstance(expr, Attr):
             out = []
             for base in self.resolve_expr(module, scope, expr.value, depth + 1):
+                if base.target.kind == "unresolved":
+                    out.append(base)  # `dynamic_module.attr` is as unknown as the module
+                    continue
                 for r in self.member(base.target, expr.attr, depth + 1):
                     out.append(Resolved(r.target, (*base.chain, *r.chain)))
             return out
@@ -274,6 +286,8 @@ class Resolver:
             if index is not None and not isinstance(ret.value, Seq):
                 continue
             h = self.hop(module, ret.line, "return")
+            for r in self._dynamic_at(module, fn.qualname, ret.line):
+                out.append(Resolved(r.target, (call_hop, h)))
             for r in self.resolve_expr(module, fn.qualname, ret.value, depth + 1, index):
                 if r.target.kind in ("def", "module", "unresolved"):
                     out.append(Resolved(r.target, (call_hop, h, *r.chain)))

@@ -57,6 +57,7 @@ class Finding:
     fix: str = ""
     runtime: Runtime | None = None
     module: str = ""  # dotted module name, used to match runtime traces and fingerprints
+    score: float = 0.0  # static badness (buffer kind, loop depth, decode path): ranks within a severity
 
     def to_dict(self) -> dict[str, Any]:
         return {

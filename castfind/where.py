@@ -195,8 +195,34 @@ class _Query:
         last = self.r.hop(t.module, d.line, "def")
         return (*chain, last) if chain[-1] != last else chain
 
+    def _hits(self, res: list[Resolved], keys: set[tuple[str, str]]) -> bool:
+        return any(x.target.kind == "def" and x.target.definition is not None
+                   and (x.target.module, x.target.definition.qualname) in keys for x in res)
+
+    def alias_names(self, names: set[str], keys: set[tuple[str, str]]) -> set[str]:
+        """Grow ``names`` with every name bound to the definitions elsewhere (imports, aliases,
+        results of functions that return them), until no file adds a new one."""
+        done: set[str] = set()
+        returners: set[str] = set()
+        while True:
+            todo = sorted((names | returners) - done)
+            if not todo:
+                return names
+            done.update(todo)
+            for facts in self.index.load_files(self.index.containing(todo)):
+                m = facts.module
+                for ret in facts.returns:
+                    if ret.scope and _mentions(ret.value, names):
+                        returners.add(ret.scope.rsplit(".", 1)[-1])
+                for a in facts.assigns:
+                    if _mentions(a.value, names | returners) and self._hits(self.r._resolve_assign(m, a, 0), keys):
+                        names.add(a.target.rsplit(".", 1)[-1])
+                for imp in facts.imports:
+                    if imp.name in names and self._hits(self.r._resolve_import(m, facts, imp, 0), keys):
+                        names.add(imp.bound)
+
     def call_sites(self, defs: list[WhereDefinition], keys: set[tuple[str, str]]) -> list[Location]:
-        names = {self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs}
+        names = self.alias_names({self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs}, keys)
         methods_only = bool(defs) and all(d.kind == "method" for d in defs)
         out: dict[tuple[str, int], Location] = {}
         for facts in self.index.load_files(self.index.containing(sorted(names))):
@@ -220,6 +246,21 @@ class _Query:
         for sf in self.index.files:
             names.update(m.decode() for m in _DEF_NAME.findall(self.index.data(sf)))
         return difflib.get_close_matches(self.name, sorted(names), n=5, cutoff=0.6)
+
+
+def _mentions(expr: Expr, names: set[str]) -> bool:
+    """Does the expression's name, attribute or callee (or a tuple element's) end in one of ``names``?"""
+    from castfind.facts import Call, Seq
+
+    if isinstance(expr, Seq):
+        return any(_mentions(e, names) for e in expr.elts)
+    if isinstance(expr, Call):
+        return _mentions(expr.func, names)
+    if isinstance(expr, Name):
+        return expr.id in names
+    if isinstance(expr, Attr):
+        return expr.attr in names
+    return False
 
 
 def where(index: Index, symbol: str, at: tuple[str, int] | None = None) -> WhereResult:

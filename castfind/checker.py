@@ -1,0 +1,134 @@
+"""Rules → findings: apply the YAML rules to the casts of one file (the checker never prints).
+
+For each cast: which operand it reads (:class:`~castfind.rules.CastSpec`), whether that operand is
+a whole buffer (:mod:`castfind.provenance`), whether it runs once (initialisation, loading, behind a
+memo) and, only when a rule asks, whether its function is hot (:mod:`castfind.callgraph`).
+The first rule in file order that matches a cast reports it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from castfind.callgraph import CallGraph
+from castfind.facts import Cast, Const, FileFacts, dotted, render
+from castfind.provenance import Origin, Provenance
+from castfind.rules import Rule, RuleSet
+from castfind.types import Finding
+
+_KIND_WEIGHT = {"kv-cache": 3.0, "state-pool": 3.0, "weight": 2.0}
+
+
+def cast_dtype(rules: RuleSet, cast: Cast) -> str | None:
+    """The dtype the cast produces, as text; None when the call does not change dtype (``.to(device)``)."""
+    spec = rules.casts.get(cast.method)
+    if spec is None:
+        return None
+    if spec.dtype is not None:
+        return spec.dtype
+    for k, v in cast.kwargs:
+        if k == "dtype":
+            return render(v)
+    for a in cast.args:
+        text = dotted(a) or (a.text if isinstance(a, Const) else None)
+        if text is not None and rules.is_dtype_arg(text):
+            return text
+    return None
+
+
+def is_once(rules: RuleSet, cast: Cast, operand_path: str) -> bool:
+    """Does this cast run once: in a loading/initialisation function, behind a memo, or stored back?"""
+    names = [p for p in cast.scope.split(".") if p != "<locals>"]
+    if any(rules.is_once_function(n) for n in names):
+        return True
+    if any(g in guard.test for guard in cast.guards for g in rules.once_guards):
+        return True
+    # `self.w = self.w.to(...)`: afterwards the buffer has the new dtype and .to() is a no-op.
+    return rules.once_store_to_self and cast.assigned_to is not None and cast.assigned_to == operand_path.split("[")[0]
+
+
+class Checker:
+    """Applies a :class:`RuleSet` to files, sharing provenance and the call graph across them."""
+
+    def __init__(self, rules: RuleSet, provenance: Provenance, graph: CallGraph) -> None:
+        self.rules = rules
+        self.prov = provenance
+        self.graph = graph
+        self.explanations: dict[tuple[str, int], list[str]] = {}
+
+    def origin_of(self, facts: FileFacts, cast: Cast) -> Origin | None:
+        spec = self.rules.casts.get(cast.method)
+        if spec is None:
+            return None
+        operand = cast.receiver if spec.operand == "receiver" else (cast.args[0] if cast.args else None)
+        if operand is None:
+            return None
+        origin = self.prov.origin(facts, cast.scope, operand, cast.line)
+        if origin is None:
+            return None
+        kind = self.rules.buffers[origin.kind]
+        if kind.excluded(origin.path, cast.scope):
+            return None
+        return origin
+
+    def check(self, facts: FileFacts, root: str, explain: bool = False) -> list[Finding]:
+        out: list[Finding] = []
+        methods = self.rules.cast_methods()
+        for cast in facts.casts:
+            if cast.method not in methods:
+                continue
+            why: list[str] = []
+            dtype = cast_dtype(self.rules, cast)
+            origin = self.origin_of(facts, cast) if dtype is not None else None
+            if dtype is None:
+                why.append(f".{cast.method}() here does not name a dtype: not a dtype cast")
+            elif origin is None:
+                why.append("its operand is not a whole buffer (a parameter, a gathered or batch-sliced tensor, or a name no rule knows)")
+            else:
+                f = self._judge(facts, root, cast, origin, dtype, why)
+                if f is not None:
+                    out.append(f)
+            if explain:
+                self.explanations[(facts.path, cast.line)] = why
+        return out
+
+    def _judge(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str, why: list[str]) -> Finding | None:
+        why += [f"provenance: {h}" for h in origin.hops]
+        once = is_once(self.rules, cast, origin.path)
+        why.append("runs once (initialisation, loading or memoised)" if once else "runs on every call")
+        hot: tuple[str, ...] | None = None
+        hot_known = False
+        for rule in self.rules.rules:
+            if cast.method not in rule.cast or origin.kind not in rule.buffers:
+                continue
+            if rule.once is not None and rule.once != once:
+                continue
+            if rule.hot is not None:
+                if not hot_known:
+                    hot = self.graph.hot_path((facts.module, cast.scope)) if cast.scope else None
+                    hot_known = True
+                    why.append(f"hot path: {' -> '.join(hot)}" if hot else "cold: no entry point reaches it")
+                if rule.hot != (hot is not None):
+                    continue
+            why.append(f"matches {rule.id} {rule.name}")
+            return self._finding(facts, root, cast, origin, dtype, rule, hot or ())
+        why.append("no rule matches this combination")
+        return None
+
+    def _finding(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str,
+                 rule: Rule, hot: tuple[str, ...]) -> Finding:
+        fields = {"expr": cast.text, "buffer": origin.kind, "buffer_path": origin.path, "dtype": dtype,
+                  "function": cast.scope or "<module>"}
+        try:
+            message = rule.message.format(**fields)
+        except (KeyError, IndexError, ValueError):
+            message = rule.message
+        score = _KIND_WEIGHT.get(origin.kind, 1.0) + min(cast.loop_depth, 3)
+        if hot and fnmatch.fnmatchcase(hot[0], "*.forward_decode"):
+            score += 2.0
+        return Finding(
+            rule=rule.id, name=rule.name, severity=rule.severity, root=root, path=facts.path,
+            line=cast.line, end_line=cast.end_line, column=cast.column, function=cast.scope,
+            expr=cast.text, message=message, hot_path=hot, provenance=origin.hops, fix=rule.fix,
+            module=facts.module, score=score,
+        )

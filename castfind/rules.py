@@ -1,0 +1,322 @@
+"""Rules: load and validate the YAML rule files (``rules/*.yaml`` plus ``--rules DIR``).
+
+A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contexts, ``index`` name
+patterns, ``dtype_args`` and ``casts`` (what each cast method reads and produces), and ``rules``.
+Files are merged in order (later files extend lists and add rules). Every problem is a
+:class:`RuleError` with the file, line and offending key; :func:`validate` returns them all.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from castfind.types import SEVERITIES
+
+
+class RuleError(Exception):
+    """A malformed rule file: ``path:line: key: reason``."""
+
+    def __init__(self, path: str, line: int, key: str, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {key}: {reason}")
+        self.path, self.line, self.key, self.reason = path, line, key, reason
+
+
+@dataclass(frozen=True, slots=True)
+class BufferKind:
+    """A kind of whole buffer: getter method names and attribute name patterns (fnmatch)."""
+
+    name: str
+    getters: tuple[str, ...]
+    attributes: tuple[str, ...]
+    exclude: tuple[str, ...] = ()  # patterns on the dotted receiver path (``*norm*.weight``)
+    exclude_in: tuple[str, ...] = ()  # patterns on the enclosing function's qualname
+    infer_getters: bool = True
+
+    def attribute_matches(self, attr: str) -> bool:
+        return any(fnmatch.fnmatchcase(attr, p) for p in self.attributes)
+
+    def excluded(self, path: str, function: str) -> bool:
+        return any(fnmatch.fnmatchcase(path, p) for p in self.exclude) or any(
+            fnmatch.fnmatchcase(function, p) for p in self.exclude_in
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CastSpec:
+    """What a cast method reads (its receiver or its first argument) and the dtype it yields."""
+
+    operand: str  # receiver | argument
+    dtype: str | None  # fixed result dtype (``float`` → float32), None: taken from the arguments
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    name: str
+    severity: str
+    message: str
+    cast: tuple[str, ...]
+    buffers: tuple[str, ...]
+    hot: bool | None
+    once: bool | None
+    fix: str
+    match_example: str
+    no_match_example: str
+    source: str
+    line: int
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Everything the rule engine needs, merged from all rule files."""
+
+    rules: tuple[Rule, ...]
+    buffers: dict[str, BufferKind]
+    entry_points: tuple[str, ...]
+    once_functions: tuple[str, ...]
+    once_guards: tuple[str, ...]
+    once_store_to_self: bool
+    scalar_index: tuple[str, ...]
+    views: tuple[str, ...]
+    dtype_args: tuple[str, ...]
+    casts: dict[str, CastSpec]
+    sources: tuple[str, ...] = ()
+    _words: re.Pattern[bytes] | None = field(default=None, compare=False)
+
+    def is_entry(self, qualname: str) -> bool:
+        return any(fnmatch.fnmatchcase(qualname, p) for p in self.entry_points)
+
+    def is_once_function(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in self.once_functions)
+
+    def is_scalar_index(self, name: str) -> bool:
+        last = name.rsplit(".", 1)[-1]
+        return any(fnmatch.fnmatchcase(last, p) for p in self.scalar_index)
+
+    def is_dtype_arg(self, text: str) -> bool:
+        return any(fnmatch.fnmatchcase(text, p) for p in self.dtype_args)
+
+    def cast_methods(self) -> set[str]:
+        return {m for r in self.rules for m in r.cast}
+
+    def with_entry_points(self, extra: tuple[str, ...]) -> "RuleSet":
+        from dataclasses import replace
+
+        return replace(self, entry_points=self.entry_points + tuple(extra))
+
+    def buffer_words(self) -> re.Pattern[bytes]:
+        """A byte regex matching any identifier that can make a receiver a whole buffer."""
+        alts: set[str] = set()
+        for kind in self.buffers.values():
+            alts.update(re.escape(g) for g in kind.getters)
+            for p in kind.attributes:
+                alts.add(fnmatch.translate(p).replace(r"(?s:", "(?:").replace(r")\Z", ")").replace(".*", r"\w*"))
+        return re.compile(rb"\b(?:" + "|".join(sorted(alts)).encode() + rb")\b")
+
+
+_TOP_KEYS = {"buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rules"}
+_RULE_KEYS = {"id", "name", "severity", "message", "cast", "receiver", "hot", "once", "fix", "examples"}
+_ID = re.compile(r"^CF\d{3}$")
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def default_rule_dir() -> Path:
+    """The rule files shipped inside the package (``castfind.ruledata``, the repo's ``rules/``)."""
+    try:
+        return Path(str(resources.files("castfind.ruledata")))
+    except ModuleNotFoundError:  # running from a source tree that was not installed
+        return Path(__file__).resolve().parent.parent / "rules"
+
+
+def rule_files(dirs: list[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for d in dirs:
+        p = Path(d)
+        if p.is_file():
+            out.append(p)
+        elif p.is_dir():
+            out += sorted(x for x in p.iterdir() if x.suffix in (".yaml", ".yml"))
+        else:
+            raise RuleError(str(p), 0, "--rules", "no such rule file or folder")
+    return out
+
+
+def _line_of(node: yaml.Node | None, key: str | None = None) -> int:
+    if node is None:
+        return 0
+    if key is not None and isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if getattr(k, "value", None) == key:
+                return k.start_mark.line + 1
+    return node.start_mark.line + 1
+
+
+def _map_node(node: yaml.Node, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if getattr(k, "value", None) == key:
+                return v
+    return None
+
+
+def _strs(value: Any, path: str, line: int, key: str, errors: list[RuleError]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    errors.append(RuleError(path, line, key, "expected a string or a list of strings"))
+    return ()
+
+
+def _parse_file(path: Path, acc: dict[str, Any], errors: list[RuleError]) -> None:
+    p = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as e:
+        errors.append(RuleError(p, 0, "file", f"cannot read: {e}"))
+        return
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        errors.append(RuleError(p, (mark.line + 1) if mark else 0, "yaml", str(getattr(e, "problem", e))))
+        return
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        errors.append(RuleError(p, 1, "file", "a rule file must be a mapping with 'rules', 'buffers', ..."))
+        return
+    for key in data:
+        if key not in _TOP_KEYS:
+            errors.append(RuleError(p, _line_of(node, key), str(key), f"unknown top-level key; expected one of {sorted(_TOP_KEYS)}"))
+    for name, spec in (data.get("buffers") or {}).items():
+        ln = _line_of(_map_node(node, "buffers"), name)
+        if not isinstance(spec, dict):
+            errors.append(RuleError(p, ln, f"buffers.{name}", "expected a mapping with getters/attributes"))
+            continue
+        for k in spec:
+            if k not in ("getters", "attributes", "exclude", "exclude_in", "infer_getters"):
+                errors.append(RuleError(p, ln, f"buffers.{name}.{k}", "unknown key"))
+        acc["buffers"][name] = BufferKind(
+            name,
+            _strs(spec.get("getters"), p, ln, f"buffers.{name}.getters", errors),
+            _strs(spec.get("attributes"), p, ln, f"buffers.{name}.attributes", errors),
+            _strs(spec.get("exclude"), p, ln, f"buffers.{name}.exclude", errors),
+            _strs(spec.get("exclude_in"), p, ln, f"buffers.{name}.exclude_in", errors),
+            bool(spec.get("infer_getters", True)),
+        )
+    acc["entry_points"] += _strs(data.get("entry_points"), p, _line_of(node, "entry_points"), "entry_points", errors)
+    once = data.get("once") or {}
+    if not isinstance(once, dict):
+        errors.append(RuleError(p, _line_of(node, "once"), "once", "expected a mapping with functions/guards"))
+        once = {}
+    acc["once_functions"] += _strs(once.get("functions"), p, _line_of(node, "once"), "once.functions", errors)
+    acc["once_guards"] += _strs(once.get("guards"), p, _line_of(node, "once"), "once.guards", errors)
+    if "store_to_self" in once:
+        acc["once_store_to_self"] = bool(once["store_to_self"])
+    index = data.get("index") or {}
+    acc["scalar_index"] += _strs(index.get("scalar") if isinstance(index, dict) else None, p,
+                                 _line_of(node, "index"), "index.scalar", errors)
+    acc["views"] += _strs(data.get("views"), p, _line_of(node, "views"), "views", errors)
+    acc["dtype_args"] += _strs(data.get("dtype_args"), p, _line_of(node, "dtype_args"), "dtype_args", errors)
+    for m, spec in (data.get("casts") or {}).items():
+        ln = _line_of(_map_node(node, "casts"), m)
+        if not isinstance(spec, dict) or spec.get("operand", "receiver") not in ("receiver", "argument"):
+            errors.append(RuleError(p, ln, f"casts.{m}", "expected {operand: receiver|argument, dtype: NAME?}"))
+            continue
+        acc["casts"][m] = CastSpec(spec.get("operand", "receiver"), spec.get("dtype"))
+    rules_node = _map_node(node, "rules")
+    rules = data.get("rules") or []
+    if not isinstance(rules, list):
+        errors.append(RuleError(p, _line_of(node, "rules"), "rules", "expected a list of rules"))
+        return
+    for i, r in enumerate(rules):
+        rn = rules_node.value[i] if isinstance(rules_node, yaml.SequenceNode) else None
+        _parse_rule(p, r, rn, acc, errors)
+
+
+def _parse_rule(p: str, r: Any, rn: yaml.Node | None, acc: dict[str, Any], errors: list[RuleError]) -> None:
+    ln = _line_of(rn)
+    if not isinstance(r, dict):
+        errors.append(RuleError(p, ln, "rules[]", "each rule must be a mapping"))
+        return
+    rid = str(r.get("id", ""))
+    where = f"rule {rid or '?'}"
+    before = len(errors)
+    for k in r:
+        if k not in _RULE_KEYS:
+            errors.append(RuleError(p, _line_of(rn, k), f"{where}.{k}", f"unknown key; expected one of {sorted(_RULE_KEYS)}"))
+    for k in ("id", "name", "severity", "message", "cast", "receiver", "examples"):
+        if k not in r:
+            errors.append(RuleError(p, ln, f"{where}.{k}", "required key is missing"))
+    if rid and not _ID.match(rid):
+        errors.append(RuleError(p, _line_of(rn, "id"), f"{where}.id", "ids look like CF101"))
+    if "name" in r and not _NAME.match(str(r["name"])):
+        errors.append(RuleError(p, _line_of(rn, "name"), f"{where}.name", "names are kebab-case"))
+    if "severity" in r and r["severity"] not in SEVERITIES:
+        errors.append(RuleError(p, _line_of(rn, "severity"), f"{where}.severity", f"must be one of {list(SEVERITIES)}"))
+    for k in ("hot", "once"):
+        if k in r and r[k] is not None and not isinstance(r[k], bool):
+            errors.append(RuleError(p, _line_of(rn, k), f"{where}.{k}", "must be true, false or omitted"))
+    receiver = r.get("receiver") or {}
+    kinds = _strs(receiver.get("buffer") if isinstance(receiver, dict) else None, p, _line_of(rn, "receiver"),
+                  f"{where}.receiver.buffer", errors)
+    if not kinds and "receiver" in r:
+        errors.append(RuleError(p, _line_of(rn, "receiver"), f"{where}.receiver", "expected {buffer: [KIND, ...]}"))
+    ex = r.get("examples") or {}
+    if "examples" in r and (not isinstance(ex, dict) or not ex.get("match") or not ex.get("no_match")):
+        errors.append(RuleError(p, _line_of(rn, "examples"), f"{where}.examples",
+                                "needs both 'match' and 'no_match' code (a line marked '# match' must be flagged)"))
+    if len(errors) > before:
+        return
+    acc["rules"].append(Rule(
+        rid, str(r["name"]), str(r["severity"]), str(r["message"]),
+        _strs(r["cast"], p, ln, f"{where}.cast", errors), kinds, r.get("hot"), r.get("once"),
+        str(r.get("fix", "")), str(ex["match"]), str(ex["no_match"]), p, ln,
+    ))
+
+
+def load_rules(dirs: list[str | Path] | None = None, include_default: bool = True) -> RuleSet:
+    """Load the default rules plus ``dirs``; raise the first :class:`RuleError` if any."""
+    rs, errors = validate(dirs, include_default)
+    if errors:
+        raise errors[0]
+    assert rs is not None
+    return rs
+
+
+def validate(dirs: list[str | Path] | None = None, include_default: bool = True) -> tuple[RuleSet | None, list[RuleError]]:
+    """Every problem in the rule files (empty list when all are valid) and the merged set."""
+    errors: list[RuleError] = []
+    acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_guards": (),
+                           "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (), "casts": {}}
+    try:
+        files = rule_files(([default_rule_dir()] if include_default else []) + list(dirs or []))
+    except RuleError as e:
+        return None, [e]
+    for f in files:
+        _parse_file(f, acc, errors)
+    seen: dict[str, Rule] = {}
+    for r in acc["rules"]:
+        if r.id in seen:
+            errors.append(RuleError(r.source, r.line, f"rule {r.id}.id", f"duplicate id (also in {seen[r.id].source}:{seen[r.id].line})"))
+        seen[r.id] = r
+        for k in r.buffers:
+            if k not in acc["buffers"]:
+                errors.append(RuleError(r.source, r.line, f"rule {r.id}.receiver.buffer", f"unknown buffer kind {k!r}; define it under 'buffers'"))
+        for m in r.cast:
+            if m not in acc["casts"]:
+                errors.append(RuleError(r.source, r.line, f"rule {r.id}.cast", f"unknown cast method {m!r}; define it under 'casts'"))
+    rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_guards"],
+                 acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
+                 tuple(str(f) for f in files))
+    return rs, errors

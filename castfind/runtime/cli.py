@@ -1,0 +1,181 @@
+"""The runtime commands: ``castfind record``, ``castfind trace import``, ``castfind trace show``.
+
+Only this module prints or picks exit codes for the runtime side; the library modules
+return data or raise :class:`~castfind.runtime.trace.TraceError`, shown here as one line
+(``castfind: PATH:LINE: reason — what to do``) with exit code 2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from castfind.runtime.trace import TraceError, format_bytes, read_trace, sort_sites, total_bytes, write_trace
+from castfind.types import TraceSite
+
+_NO_TORCH = "castfind record: torch is not installed; pip install 'castfind[runtime]'"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``record`` and the ``trace`` group (``import``, ``show``) to the root ``castfind`` app."""
+    app.command(
+        "record",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(record_command)
+    trace_app = typer.Typer(name="trace", help="Read, convert and summarise runtime cast traces.", no_args_is_help=True)
+    trace_app.command("import")(import_command)
+    trace_app.command("show")(show_command)
+    app.add_typer(trace_app, name="trace")
+
+
+def _fail(error: TraceError) -> typer.Exit:
+    typer.echo(f"castfind: {error}", err=True)
+    return typer.Exit(2)
+
+
+def record_command(
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the JSONL trace."),
+    program: list[str] = typer.Argument(..., metavar="-- SCRIPT.py ARGS... | -- -m MODULE ARGS..."),
+) -> None:
+    """Run a Python program with the cast recorder on; write every dtype-changing copy to a trace.
+
+    No code edits: the program runs as `python SCRIPT.py ARGS` (or `python -m MODULE ARGS`)
+    would run it, and its output and exit code pass through. CUDA-graph replays and
+    torch.compile'd code bypass the recorder: record an eager, capture-free run
+    (e.g. SGLang's --disable-cuda-graph).
+    """
+    if importlib.util.find_spec("torch") is None:
+        typer.echo(_NO_TORCH, err=True)
+        raise typer.Exit(2)
+    if program and program[0] == "-m" and len(program) < 2:
+        typer.echo("castfind record: -m needs a module name", err=True)
+        raise typer.Exit(2)
+    from castfind.runtime.recorder import record
+
+    code = 0
+    try:
+        with record(output):
+            code = _run_program(program)
+    except OSError as exc:  # the trace could not be written; the program itself already ran
+        typer.echo(f"castfind: {output}:0: cannot write trace ({exc.strerror or exc}) — check the folder", err=True)
+        raise typer.Exit(2) from exc
+    sys.stdout.flush()
+    raise typer.Exit(code)
+
+
+def _run_program(program: list[str]) -> int:
+    """Run ``program`` like the interpreter would and return its exit status; never raises (but Ctrl-C)."""
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    try:
+        if program[0] == "-m":
+            sys.argv = [program[1], *program[2:]]
+            _set_path0(os.getcwd())
+            runpy.run_module(program[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = list(program)
+            _set_path0(os.path.dirname(os.path.abspath(program[0])))
+            runpy.run_path(program[0], run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        return _exit_status(exc.code)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # the program's own crash: report it as the interpreter would, exit 1
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None:
+            sys.path[0] = saved_path0
+
+
+def _set_path0(folder: str) -> None:
+    # The interpreter puts the script's folder (or, for -m, the cwd) first on sys.path.
+    if sys.path:
+        sys.path[0] = folder
+    else:
+        sys.path.insert(0, folder)
+
+
+def _exit_status(code: Any) -> int:
+    """``SystemExit.code`` as the interpreter turns it into a process status."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def import_command(
+    profile: Path = typer.Argument(..., help="Chrome trace from torch.profiler (.json or .json.gz)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Where to write the JSONL trace."),
+    src: list[Path] = typer.Option([], "--src", help="Folder holding the profiled sources (repeatable)."),
+) -> None:
+    """Convert a torch.profiler Chrome trace (record_shapes=True, with_stack=True) to a castfind trace."""
+    from castfind.runtime.profiler import import_profile
+
+    try:
+        header, sites = import_profile(profile, source_roots=tuple(str(s) for s in src))
+    except TraceError as exc:
+        raise _fail(exc) from exc
+    try:
+        write_trace(output, header, sites)
+    except OSError as exc:
+        typer.echo(f"castfind: {output}:0: cannot write trace ({exc.strerror or exc}) — check the folder", err=True)
+        raise typer.Exit(2) from exc
+    unplaced = sum(1 for s in sites if s.extra.get("line_kind") == "def")
+    note = f" ({unplaced} placed at their function's first line; pass --src)" if unplaced else ""
+    typer.echo(f"castfind: {len(sites)} cast sites from {profile} -> {output}{note}", err=True)
+
+
+def show_command(
+    trace: Path = typer.Argument(..., help="A castfind JSONL trace."),
+    top: int = typer.Option(20, "--top", min=1, help="How many sites to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Print the trace's costliest cast sites (by total bytes moved)."""
+    try:
+        header, sites = read_trace(trace)
+    except TraceError as exc:
+        raise _fail(exc) from exc
+    shown = sort_sites(sites)[:top]
+    if as_json:
+        typer.echo(json.dumps({"header": header, "sites": [s.to_dict() for s in shown]}, indent=2))
+        return
+    typer.echo(format_table(header, shown, len(sites)))
+
+
+def format_table(header: dict[str, Any], sites: list[TraceSite], total: int) -> str:
+    """The ``trace show`` table: one row per site, costliest first."""
+    steps = header.get("steps") or 0
+    rows = [("TOTAL", "CALLS", "PER CALL", "/STEP", "CAST", "SHAPE", "DEVICE", "SITE")]
+    for s in sites:
+        per_step = f"{s.calls / (s.steps or steps):.1f}" if (s.steps or steps) else "-"
+        rows.append(
+            (
+                format_bytes(total_bytes(s)),
+                str(s.calls),
+                format_bytes(s.bytes_per_call),
+                per_step,
+                f"{s.src_dtype}->{s.dst_dtype}",
+                "[" + ", ".join(map(str, s.shape)) + "]",
+                s.device,
+                f"{s.path}:{s.line} {s.function}".rstrip(),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(c.rjust(w) if i < 4 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) + "  " + r[-1] for r in rows]
+    lines.append(
+        f"{len(sites)} of {total} sites; torch {header.get('torch', '?')}, {steps} steps, "
+        f"{header.get('wall_s', 0)} s, devices: {', '.join(header.get('devices', [])) or '-'}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,271 @@
+"""The ``.castfind.jsonl`` trace format: one header line, then one :class:`TraceSite` per line.
+
+Both producers (the recorder and the profiler importer) write through :func:`write_trace`
+and every consumer reads through :func:`read_trace`, so the format lives in one place.
+Reading is strict: anything truncated, foreign or mistyped raises :class:`TraceError`
+naming the file and line, never a bare ``KeyError`` or ``JSONDecodeError``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from castfind.fsutil import atomic_write_text
+from castfind.types import Diagnostic, TraceSite
+
+FORMAT_VERSION = 1
+
+# Keys of one record and the JSON types they must have; ``int`` excludes ``bool`` below.
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "path": str,
+    "line": int,
+    "function": str,
+    "op": str,
+    "src_dtype": str,
+    "dst_dtype": str,
+    "shape": list,
+    "device": str,
+    "calls": int,
+    "bytes_per_call": int,
+}
+_OPTIONAL: dict[str, type | tuple[type, ...]] = {"device_time_us": (int, float), "steps": int}
+
+
+class TraceError(Exception):
+    """A trace (castfind JSONL or profiler Chrome JSON) that cannot be read.
+
+    ``line`` is 1-based; 0 means the file as a whole (missing, unreadable, not
+    decompressible). ``hint`` says what to do about it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int, reason: str, hint: str = "") -> None:
+        self.path = os.fspath(path)
+        self.line = line
+        self.reason = reason
+        self.hint = hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{self.path}:{self.line}: {self.reason}"
+        return f"{text} — {self.hint}" if self.hint else text
+
+    def to_diagnostic(self) -> Diagnostic:
+        """This error as the shared :class:`~castfind.types.Diagnostic` record."""
+        return Diagnostic(self.path, self.line, str(self), kind="trace-error")
+
+
+def total_bytes(site: TraceSite) -> int:
+    """Bytes moved by all calls of ``site``."""
+    return site.calls * site.bytes_per_call
+
+
+def format_bytes(n: float) -> str:
+    """``34.0 MiB``-style size, binary units, one decimal."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def site_key(site: TraceSite) -> tuple[Any, ...]:
+    """The aggregation key: two records with equal keys are one site and are summed."""
+    return (site.path, site.line, site.function, site.op, site.src_dtype, site.dst_dtype, site.shape, site.device)
+
+
+def merge_sites(sites: Iterable[TraceSite]) -> list[TraceSite]:
+    """Sum records with the same :func:`site_key`; return them largest total bytes first."""
+    merged: dict[tuple[Any, ...], TraceSite] = {}
+    for site in sites:
+        key = site_key(site)
+        old = merged.get(key)
+        if old is None:
+            merged[key] = site
+            continue
+        merged[key] = TraceSite(
+            path=old.path,
+            line=old.line,
+            function=old.function,
+            op=old.op,
+            src_dtype=old.src_dtype,
+            dst_dtype=old.dst_dtype,
+            shape=old.shape,
+            device=old.device,
+            calls=old.calls + site.calls,
+            bytes_per_call=max(old.bytes_per_call, site.bytes_per_call),
+            device_time_us=_add_optional(old.device_time_us, site.device_time_us),
+            steps=_add_optional(old.steps, site.steps),
+            extra={**site.extra, **old.extra},
+        )
+    return sort_sites(merged.values())
+
+
+def _add_optional(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def sort_sites(sites: Iterable[TraceSite]) -> list[TraceSite]:
+    """Largest total bytes first, then by path and line so the order is stable."""
+    return sorted(sites, key=lambda s: (-total_bytes(s), s.path, s.line, s.op, s.shape))
+
+
+def make_header(
+    *, torch_version: str, devices: list[str], wall_s: float, steps: int, records: int, source: str
+) -> dict[str, Any]:
+    """The first line of a trace. ``records`` lets a reader notice a file cut at a line boundary."""
+    return {
+        "castfind_trace": FORMAT_VERSION,
+        "torch": torch_version,
+        "devices": devices,
+        "wall_s": round(wall_s, 6),
+        "steps": steps,
+        "records": records,
+        "source": source,
+    }
+
+
+def dumps_trace(header: dict[str, Any], sites: Iterable[TraceSite]) -> str:
+    """The JSONL text of a trace. Keys in a site's ``extra`` are written after the standard ones."""
+    lines = [json.dumps(header, sort_keys=False)]
+    for site in sites:
+        record = site.to_dict()
+        for key, value in site.extra.items():
+            record.setdefault(key, value)
+        lines.append(json.dumps(record))
+    return "\n".join(lines) + "\n"
+
+
+def write_trace(path: str | os.PathLike[str], header: dict[str, Any], sites: list[TraceSite]) -> None:
+    """Write a trace atomically (a reader never sees half a file)."""
+    atomic_write_text(path, dumps_trace({**header, "records": len(sites)}, sites))
+
+
+def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[TraceSite]]:
+    """Read a ``.castfind.jsonl`` trace into its header and sites.
+
+    Raises :class:`TraceError` (with the 1-based line) for anything that is not a
+    complete, well-typed castfind trace.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(name, 0, f"cannot read trace: {exc}", "check the path") from exc
+    return parse_trace(text, name)
+
+
+def parse_trace(text: str, name: str = "<trace>") -> tuple[dict[str, Any], list[TraceSite]]:
+    """:func:`read_trace` on text already in memory; ``name`` is used in errors."""
+    lines = text.split("\n")
+    if not text.strip():
+        raise TraceError(name, 1, "empty trace", "record one with `castfind record -o PATH -- script.py`")
+    header = _parse_header(lines[0], name, text)
+    sites: list[TraceSite] = []
+    last = 1
+    for number, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            continue
+        last = number
+        sites.append(_parse_site(raw, name, number))
+    promised = header.get("records")
+    if promised is not None and promised != len(sites):
+        raise TraceError(
+            name, last, f"truncated: the header promises {promised} records, found {len(sites)}", "record it again"
+        )
+    return header, sites
+
+
+def _loads(raw: str, name: str, number: int) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise TraceError(name, number, f"not valid JSON ({_short(exc)}); truncated?", "record the trace again") from exc
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).split("\n")[0][:120] or type(exc).__name__
+
+
+def _parse_header(raw: str, name: str, text: str) -> dict[str, Any]:
+    try:
+        header = _loads(raw, name, 1)
+    except TraceError:
+        # A Chrome trace is one multi-line JSON document whose first line alone is not JSON.
+        if '"traceEvents"' in text[: 1 << 20]:
+            raise TraceError(
+                name, 1, "this is a torch.profiler Chrome trace, not a castfind trace",
+                "convert it with `castfind trace import`",
+            ) from None
+        raise
+    if isinstance(header, dict) and "traceEvents" in header:
+        raise TraceError(
+            name, 1, "this is a torch.profiler Chrome trace, not a castfind trace", "convert it with `castfind trace import`"
+        )
+    if not isinstance(header, dict) or "castfind_trace" not in header:
+        raise TraceError(name, 1, "not a castfind trace (no castfind_trace header)", "pass a file written by `castfind record`")
+    if header["castfind_trace"] != FORMAT_VERSION or isinstance(header["castfind_trace"], bool):
+        raise TraceError(
+            name, 1, f"unsupported trace version {header['castfind_trace']!r} (this castfind reads {FORMAT_VERSION})",
+            "record it again with this castfind",
+        )
+    checks: dict[str, tuple[type | tuple[type, ...], ...]] = {
+        "torch": (str,), "devices": (list,), "wall_s": (int, float), "steps": (int,), "records": (int,), "source": (str,),
+    }  # fmt: skip
+    for key, types in checks.items():
+        if key in header and (not isinstance(header[key], types) or isinstance(header[key], bool)):
+            raise TraceError(name, 1, f"header field {key!r} has the wrong type", "record the trace again")
+    if not all(isinstance(d, str) for d in header.get("devices", [])):
+        raise TraceError(name, 1, "header field 'devices' must list strings", "record the trace again")
+    if any(isinstance(header.get(k), int) and header[k] < 0 for k in ("steps", "records")):
+        raise TraceError(name, 1, "header counts must not be negative", "record the trace again")
+    return header
+
+
+def _parse_site(raw: str, name: str, number: int) -> TraceSite:
+    record = _loads(raw, name, number)
+    if not isinstance(record, dict):
+        raise TraceError(name, number, "a trace record must be a JSON object", "record the trace again")
+    if "castfind_trace" in record:
+        raise TraceError(name, number, "a second trace header; were two traces concatenated?", "keep one trace per file")
+    for key, types in {**_REQUIRED, **_OPTIONAL}.items():
+        if key not in record:
+            if key in _REQUIRED:
+                raise TraceError(name, number, f"record lacks {key!r}", "record the trace again")
+            continue
+        value = record[key]
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise TraceError(name, number, f"record field {key!r} has the wrong type", "record the trace again")
+    shape = record["shape"]
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise TraceError(name, number, "record field 'shape' must list non-negative integers", "record the trace again")
+    for key in ("line", "calls", "bytes_per_call", "steps"):
+        if key in record and record[key] < 0:
+            raise TraceError(name, number, f"record field {key!r} is negative", "record the trace again")
+    device_time = record.get("device_time_us")
+    if device_time is not None and not (math.isfinite(device_time) and device_time >= 0):
+        raise TraceError(name, number, "record field 'device_time_us' must be a finite, non-negative number", "")
+    extra = {k: v for k, v in record.items() if k not in _REQUIRED and k not in _OPTIONAL}
+    return TraceSite(
+        path=record["path"],
+        line=record["line"],
+        function=record["function"],
+        op=record["op"],
+        src_dtype=record["src_dtype"],
+        dst_dtype=record["dst_dtype"],
+        shape=tuple(shape),
+        device=record["device"],
+        calls=record["calls"],
+        bytes_per_call=record["bytes_per_call"],
+        device_time_us=None if device_time is None else float(device_time),
+        steps=record.get("steps"),
+        extra=extra,
+    )

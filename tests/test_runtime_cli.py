@@ -1,0 +1,138 @@
+"""`castfind record` / `trace import` / `trace show` as a user runs them: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from castfind.cli import app
+from castfind.runtime.trace import read_trace
+from test_runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, FIXTURES, GPU_PROFILE, SHAPE, cast_line
+
+CASTFIND = [sys.executable, "-m", "castfind"]
+
+
+def _castfind(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CASTFIND, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("rec") / "decode.jsonl"
+    proc = _castfind("record", "-o", str(out), "--", str(DECODE_LOOP), "--layers", "4", "--steps", "6", "--exit-code", "3")
+    return proc, out
+
+
+def test_record_runs_the_script_unchanged_and_passes_output_and_exit_code(recorded):
+    proc, _ = recorded
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "decode_loop: 6 steps over 4 layers\n"
+
+
+def test_record_trace_holds_the_cast_line_shape_dtypes_and_count(recorded):
+    _, out = recorded
+    header, sites = read_trace(out)
+    assert header["source"] == "castfind.record"
+    (site,) = sites
+    assert site.path == str(DECODE_LOOP) and site.line == cast_line()
+    assert (site.src_dtype, site.dst_dtype, site.shape) == ("float8_e4m3fn", "bfloat16", SHAPE)
+    assert site.calls == 4 * 6 and site.bytes_per_call == BYTES_PER_CALL
+
+
+def test_record_writes_the_trace_when_the_program_raises(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "t.jsonl"
+    proc = _castfind("record", "-o", str(out), "--", str(DECODE_LOOP), "--layers", "2", "--steps", "5", "--fail-at", "3")
+    assert proc.returncode == 1
+    assert "RuntimeError: decode_loop: failing at step 3 as asked" in proc.stderr
+    (site,) = read_trace(out)[1]
+    assert site.calls == 2 * 3
+
+
+def test_record_dash_m_runs_a_module_with_its_argv(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "t.jsonl"
+    proc = _castfind("record", "-o", str(out), "--", "-m", "decode_loop", "--layers", "1", "--steps", "2", cwd=FIXTURES)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "decode_loop: 2 steps over 1 layers\n"
+    (site,) = read_trace(out)[1]
+    assert site.path == str(DECODE_LOOP) and site.calls == 2
+
+
+def test_record_keeps_a_string_exit_code(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "bye.py"
+    script.write_text("import sys\nprint(sys.argv[1:])\nsys.exit('bye now')\n")
+    proc = _castfind("record", "-o", str(tmp_path / "t.jsonl"), "--", str(script), "--flag", "x")
+    assert (proc.returncode, proc.stdout) == (1, "['--flag', 'x']\n")
+    assert proc.stderr.strip().splitlines()[-1] == "bye now"  # torch may warn first (e.g. no NumPy)
+    assert read_trace(tmp_path / "t.jsonl")[1] == []
+
+
+def test_record_without_torch_says_how_to_install_and_exits_2(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    result = CliRunner().invoke(app, ["record", "-o", "x.jsonl", "--", "prog.py"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "castfind record: torch is not installed; pip install 'castfind[runtime]'"
+
+
+def test_trace_import_and_show_on_the_gpu_fixture(tmp_path):
+    out = tmp_path / "g.jsonl"
+    proc = _castfind("trace", "import", str(GPU_PROFILE), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    shown = _castfind("trace", "show", str(out), "--top", "1")
+    assert shown.returncode == 0
+    head, row, footer = shown.stdout.splitlines()
+    assert head.split() == ["TOTAL", "CALLS", "PER", "CALL", "/STEP", "CAST", "SHAPE", "DEVICE", "SITE"]
+    assert row.split() == ["27.0", "MiB", "4", "6.8", "MiB", "2.0", "float8_e4m3fn->bfloat16", "[4096,", "1,", "576]",
+                           "cuda:0", "sglang/srt/layers/attention/triton_backend.py:120", "forward_decode"]  # fmt: skip
+    assert footer.startswith("1 of 1 sites;")
+    as_json = json.loads(_castfind("trace", "show", str(out), "--json").stdout)
+    assert as_json["header"]["steps"] == 2 and as_json["sites"][0]["device_time_us"] == 150.0
+
+
+@pytest.mark.parametrize(
+    ("command", "content", "expected"),
+    [
+        (["trace", "show"], '{"castfind_trace": 1, "records": 2}\n{"path": "a.py"', "{p}:2: not valid JSON"),
+        (["trace", "show"], '{"traceEvents": []}', "{p}:1: this is a torch.profiler Chrome trace"),
+        (["trace", "import"], '{"traceEvents": [\n{"ph": "X", "cat": "cpu_op", "name": 3}\n]}', "{p}:2: event 'name' must be a string"),
+        (["trace", "import"], '{"traceEvents": [\n{"ph": "X",', "{p}:2: not valid JSON"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, command, content, expected):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    extra = ["-o", str(tmp_path / "o.jsonl")] if command[-1] == "import" else []
+    proc = _castfind(*command, str(bad), *extra)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("castfind: " + expected.format(p=bad)) and " — " in line
+    assert "Traceback" not in proc.stderr
+
+
+def test_record_writes_the_trace_on_ctrl_c(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "interrupted.py"
+    script.write_text("import torch\nfor _ in range(3):\n    torch.ones(2).half()\nraise KeyboardInterrupt\n")
+    out = tmp_path / "t.jsonl"
+    proc = _castfind("record", "-o", str(out), "--", str(script))
+    assert proc.returncode == 130  # the shell convention for SIGINT, as the program alone would give
+    (site,) = read_trace(out)[1]
+    assert (site.line, site.calls) == (3, 3)
+
+
+def test_runtime_cli_does_not_import_torch():
+    code = "import sys, castfind.cli, castfind.runtime.join, castfind.runtime.profiler; print('torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False"
