@@ -163,6 +163,7 @@ class Bench:
                  ok_rcs: tuple[int, ...] = (0, 1), env: dict[str, str] | None = None,
                  before: Callable[[int], None] | None = None, cwd: str | None = None) -> bl.Row:
         """Run a command ``n`` times (stopping at the first failure) and fill ``row``."""
+        base_note = row.note
         for i in range(n):
             if before:
                 before(i)
@@ -174,7 +175,8 @@ class Bench:
                 log(f"{row.task} run {i + 1}/{n} FAILED ({row.error})")
                 break
             try:
-                row.count, row.files, row.note = count(s)
+                row.count, row.files, note = count(s)
+                row.note = "; ".join(x for x in (base_note, note) if x)
             except (ValueError, KeyError, TypeError) as e:
                 row.error = f"could not read its output ({type(e).__name__}: {e}); stderr: {bl.last_line(s.err)}"
                 log(f"{row.task}: {row.error}")
@@ -276,11 +278,13 @@ class Bench:
         return [*self.castfind, "where", SYMBOL, "--root", self.sglang, "--root", self.flashinfer,
                 "--jobs", self.jobs, "--cache-dir", cache, "--json"]
 
-    @staticmethod
-    def count_scan(s: Sample) -> tuple[int, int | None, str]:
+    def count_scan(self, s: Sample) -> tuple[int, int | None, str]:
         d = json.loads(s.out)
         files = (d.get("stats") or {}).get("files")
-        return len(d["findings"]), files if isinstance(files, int) else None, ""
+        files = files if isinstance(files, int) else None
+        note = f"castfind scanned {files} files, the harness listed {len(self.files)}" \
+            if files is not None and files != len(self.files) else ""
+        return len(d["findings"]), files, note
 
     @staticmethod
     def count_where(s: Sample) -> tuple[str, None, str]:
