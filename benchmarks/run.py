@@ -170,9 +170,13 @@ class Bench:
             cmd = make_cmd(i)
             row.command = shorten(cmd)
             s = measure(cmd, cwd=cwd or self.tmp, env=env, timeout=self.args.timeout)
-            if s.rc not in ok_rcs:
-                row.error = f"exit {s.rc}: {bl.last_line(s.err) or bl.last_line(s.out) or 'no output'}"
+            crashed = "Traceback (most recent call last)" in s.err  # Python exits 1 on a crash, 1 is also "findings"
+            if s.rc not in ok_rcs or crashed:
+                what = "crashed" if crashed else "failed"
+                row.error = (f"{what} after {s.wall:.0f} s, exit {s.rc}: "
+                             f"{bl.last_line(s.err) or bl.last_line(s.out) or 'no output'}")
                 log(f"{row.task} run {i + 1}/{n} FAILED ({row.error})")
+                log(f"{row.task} stderr tail:\n{s.err[-3000:]}")
                 break
             try:
                 row.count, row.files, note = count(s)
