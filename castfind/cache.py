@@ -89,46 +89,8 @@ class Cache:
             self.notices.append(f"{self.path}: cannot open the cache ({e}); continuing without it")
             self._conn = None
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
-        """Facts for the keys present; a row that fails to unpickle counts as missing."""
-        keys = list(dict.fromkeys(keys))
-        out: dict[str, Any] = {}
-        if self._conn is None or not keys:
-            return out
-        try:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                q = f"SELECT key, data FROM facts WHERE key IN ({','.join('?' * len(chunk))})"
-                for key, blob in self._conn.execute(q, chunk):
-                    try:
-                        out[key] = pickle.loads(zlib.decompress(blob))
-                    except (pickle.UnpicklingError, zlib.error, EOFError, AttributeError, TypeError, ValueError):
-                        continue  # a damaged row is re-extracted and overwritten
-        except sqlite3.DatabaseError as e:
-            self._rebuild(str(e))
-            return {}
-        return out
-
-    def put_many(self, items: dict[str, Any]) -> None:
-        """Store facts in one transaction (all or nothing)."""
-        if self._conn is None or not items:
-            return
-        rows = [(k, zlib.compress(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL), 1)) for k, v in items.items()]
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany("INSERT OR REPLACE INTO facts (key, data) VALUES (?, ?)", rows)
-            self._conn.execute("COMMIT")
-        except sqlite3.OperationalError as e:
-            try:
-                self._conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            self.notices.append(f"{self.path}: could not write to the cache ({e}); results are unaffected")
-        except sqlite3.DatabaseError as e:
-            self._rebuild(str(e))
-
-    def get_idents(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """Newline-joined identifier sets by content key (see :meth:`Index.identifiers`)."""
+    def _select(self, table: str, keys: Iterable[str]) -> dict[str, bytes]:
+        """Raw blobs of ``table`` for the keys present (a damaged database is rebuilt: nothing found)."""
         keys = list(dict.fromkeys(keys))
         out: dict[str, bytes] = {}
         if self._conn is None or not keys:
@@ -136,24 +98,20 @@ class Cache:
         try:
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
-                q = f"SELECT key, data FROM idents WHERE key IN ({','.join('?' * len(chunk))})"
-                for key, blob in self._conn.execute(q, chunk):
-                    try:
-                        out[key] = zlib.decompress(blob)
-                    except zlib.error:
-                        continue
+                q = f"SELECT key, data FROM {table} WHERE key IN ({','.join('?' * len(chunk))})"
+                out.update(self._conn.execute(q, chunk))
         except sqlite3.DatabaseError as e:
             self._rebuild(str(e))
             return {}
         return out
 
-    def put_idents(self, items: dict[str, bytes]) -> None:
-        if self._conn is None or not items:
+    def _write(self, table: str, rows: list[tuple[str, bytes]]) -> None:
+        """Store rows in one transaction (all or nothing)."""
+        if self._conn is None or not rows:
             return
-        rows = [(k, zlib.compress(v, 1)) for k, v in items.items()]
         try:
             self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.executemany("INSERT OR REPLACE INTO idents (key, data) VALUES (?, ?)", rows)
+            self._conn.executemany(f"INSERT OR REPLACE INTO {table} (key, data) VALUES (?, ?)", rows)
             self._conn.execute("COMMIT")
         except sqlite3.OperationalError as e:
             try:
@@ -163,6 +121,34 @@ class Cache:
             self.notices.append(f"{self.path}: could not write to the cache ({e}); results are unaffected")
         except sqlite3.DatabaseError as e:
             self._rebuild(str(e))
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """Facts for the keys present; a row that fails to unpickle counts as missing."""
+        out: dict[str, Any] = {}
+        for key, blob in self._select("facts", keys).items():
+            try:
+                out[key] = pickle.loads(zlib.decompress(blob))
+            except (pickle.UnpicklingError, zlib.error, EOFError, AttributeError, TypeError, ValueError):
+                continue  # a damaged row is re-extracted and overwritten
+        return out
+
+    def put_many(self, items: dict[str, Any]) -> None:
+        """Store facts in one transaction (all or nothing)."""
+        self._write("facts", [(k, zlib.compress(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL), 1))
+                              for k, v in items.items()])
+
+    def get_idents(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Newline-joined identifier sets by content key (see :meth:`Index.identifiers`)."""
+        out: dict[str, bytes] = {}
+        for key, blob in self._select("idents", keys).items():
+            try:
+                out[key] = zlib.decompress(blob)
+            except zlib.error:
+                continue
+        return out
+
+    def put_idents(self, items: dict[str, bytes]) -> None:
+        self._write("idents", [(k, zlib.compress(v, 1)) for k, v in items.items()])
 
     def close(self) -> None:
         if self._conn is not None:

@@ -91,10 +91,8 @@ def _walk(root: str, base: Path, exclude: tuple[str, ...]) -> list[SourceFile]:
         if folder != base and _is_venv(str(folder), names):
             continue
         has_init = "__init__.py" in names
-        if prefix is None and has_init and folder != base:
-            prefix = [folder.name]  # a top-level package
-        elif prefix is None and has_init and folder == base:
-            # The root itself is a package (``--root path/to/pkg``): name modules from its parent.
+        if prefix is None and has_init:
+            # A top-level package, or the root itself (``--root path/to/pkg``): name modules from its parent.
             prefix = [folder.name]
         for e in entries:
             rel = os.path.relpath(e.path, base).replace(os.sep, "/")
@@ -112,12 +110,8 @@ def _walk(root: str, base: Path, exclude: tuple[str, ...]) -> list[SourceFile]:
                 else:
                     relparts = rel[:-3].split("/")
                     mod_parts = relparts[:-1] if stem == "__init__" else relparts
-                root_path = root if folder != base or prefix is None else root
-                out.append(SourceFile(root_path, _rel_to_root(base, e.path), os.path.abspath(e.path),
+                out.append(SourceFile(root, _rel_to_root(base, e.path), os.path.abspath(e.path),
                                       ".".join(mod_parts), stem == "__init__"))
-    if (base / "__init__.py").exists():
-        # A root that is itself a package: show paths from its parent so the package name is kept.
-        return out
     return out
 
 

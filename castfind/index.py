@@ -12,7 +12,6 @@ import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from typing import Callable, Iterable
 
 from castfind.cache import Cache, content_key
@@ -288,6 +287,3 @@ class Index:
                 return sf
         return None
 
-
-def resolve_root(path: str) -> Path:
-    return Path(path).resolve()
