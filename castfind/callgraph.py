@@ -16,7 +16,9 @@ path a finding carries is a shortest one.
 
 from __future__ import annotations
 
+import re
 from collections import deque
+from typing import Iterable
 
 import networkx as nx
 
@@ -31,6 +33,8 @@ WEAK_FANOUT = 6
 SEARCH_BUDGET = 400
 
 Node = tuple[str, str]  # (module, qualname inside the module)
+_DEF_PREFIX = re.compile(rb"[ \t]*(?:async[ \t]+)?def[ \t]+")
+_STAR_IMPORT = re.compile(rb"\bimport[ \t]+\*")
 
 
 
@@ -49,19 +53,55 @@ class CallGraph:
         self._callers: dict[Node, list[Node]] = {}
         self._hot: dict[Node, tuple[Node, ...] | None] = {}
         self._ancestors: dict[Node, frozenset[Node]] = {}
-        self._by_name: dict[str, list[Node]] = {}
+        self._def_counts: dict[str, int] = {}
 
     # -- facts about functions ------------------------------------------------------------------
-    def defs_named(self, name: str) -> list[Node]:
-        """Every function or method called ``name`` in files whose text holds the name."""
-        got = self._by_name.get(name)
+    def def_count(self, name: str) -> int:
+        """How many ``def NAME(`` lines the indexed files hold (nested and conditional defs included).
+
+        PERF: counted from the text, never by parsing: a common method name (``apply``, ``run``)
+        is defined in hundreds of files, and parsing them all only to count would cost more than
+        the rest of the scan. Decides whether a by-name (weak) edge is allowed.
+        """
+        got = self._def_counts.get(name)
         if got is None:
-            got = []
-            for facts in self.index.load_files(self.index.containing([name])):
-                got += [(facts.module, d.qualname) for d in facts.definitions
-                        if d.name == name and d.kind in ("function", "method")]
-            self._by_name[name] = got
+            pat = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]", re.M)
+            got = sum(len(pat.findall(self.index.data(sf))) for sf in self.index.containing([name]))
+            self._def_counts[name] = got
         return got
+
+    def _files_calling(self, name: str, module: str) -> list:
+        """Files whose text may hold a call that reaches function ``name`` of ``module``.
+
+        PERF: a superset of the files whose facts hold a :class:`~castfind.facts.CallSite` that
+        :meth:`_edge` can accept, decided from the text so the rest are never parsed. A call site is
+        ``name`` then ``(`` (whitespace, comments and line continuations may sit between), outside
+        a ``def`` line. A dotted call (``x.name(``) always counts. A bare call (``name(``) can only
+        resolve to ``module.name`` in ``module`` itself, through a star import, or when the file
+        binds ``name`` some other way (an import, an alias): so the file must also mention
+        ``name`` outside calls and ``def`` lines. ``__init__`` or ``main`` are named in thousands
+        of files; few of those can call the one we ask about.
+        """
+        call = re.compile(rb"\b" + re.escape(name.encode()) + rb"(?:\s|\\\r?\n|#[^\n]*\n)*\(")
+        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        out = []
+        for sf in self.index.containing([name]):
+            data = self.index.data(sf)
+            bare = dotted = False
+            for m in call.finditer(data):
+                line_start = data.rfind(b"\n", 0, m.start()) + 1
+                if _DEF_PREFIX.fullmatch(data, line_start, m.start()):
+                    continue
+                if data[line_start:m.start()].rstrip().endswith(b"."):
+                    dotted = True
+                    break
+                bare = True
+            if dotted:
+                out.append(sf)
+            elif bare and (sf.module == module or _STAR_IMPORT.search(data)
+                           or len(word.findall(data)) > len(call.findall(data))):
+                out.append(sf)
+        return out
 
     def class_of(self, node: Node) -> Node | None:
         d = self.r.definitions(node[0]).get(node[1])
@@ -93,9 +133,9 @@ class CallGraph:
         name = node[1].rsplit(".", 1)[-1]
         node_cls = self.class_of(node)
         node_anc = self.ancestors(node_cls) if node_cls else frozenset()
-        weak_ok = len(self.defs_named(name)) <= WEAK_FANOUT
+        weak_ok = self.def_count(name) <= WEAK_FANOUT
         out: set[Node] = set()
-        for facts in self.index.load_files(self.index.containing([name])):
+        for facts in self.index.load_files(self._files_calling(name, node[0])):
             defs = self.r.definitions(facts.module)
             for cs in facts.calls:
                 if cs.func.rsplit(".", 1)[-1] != name or not cs.scope:
@@ -127,6 +167,49 @@ class CallGraph:
         return len(parts) > 1 and weak_ok
 
     # -- hotness --------------------------------------------------------------------------------
+    def prefetch(self, starts: Iterable[Node]) -> None:
+        """Parse, level by level and in one parallel batch per level, the files the searches need.
+
+        PERF: :meth:`_search` asks for one node's callers at a time, so its misses would be parsed
+        a handful at a time on one core. This walks the same reverse graph breadth-first from every
+        start at once, loading each level's caller files together (the index parses a batch in its
+        process pool), and stops a start's walk where its search would stop: at an entry point, a
+        once-function or the search budget. It changes no result; the searches that follow find
+        every file already loaded.
+        """
+        serving: dict[Node, set[Node]] = {}
+        for s in starts:
+            if not self.rules.is_entry(s[1]):
+                serving.setdefault(s, set()).add(s)
+        visited: dict[Node, int] = {s: 0 for s in serving}
+        expanded: set[Node] = set()
+        while serving:
+            expanded.update(serving)
+            todo = [n for n in serving if n not in self._callers]
+            files: dict[str, object] = {}
+            for n in todo:
+                for sf in self._files_calling(n[1].rsplit(".", 1)[-1], n[0]):
+                    files.setdefault(sf.abspath, sf)
+            self.index.load_files(files.values())
+            done: set[Node] = set()
+            nxt: dict[Node, set[Node]] = {}
+            for n, owners in serving.items():
+                owners = owners - done
+                for pred in self.callers(n):
+                    if self.rules.is_entry(pred[1]) or self._hot.get(pred):
+                        done |= owners
+                        break
+                    if pred in expanded or self.rules.is_once_function(pred[1].rsplit(".", 1)[-1]):
+                        continue
+                    for o in owners:
+                        visited[o] += 1
+                    nxt.setdefault(pred, set()).update(owners)
+            serving = {}
+            for n, owners in nxt.items():
+                owners = {o for o in owners if o not in done and visited[o] < SEARCH_BUDGET}
+                if owners:
+                    serving[n] = owners
+
     def hot_path(self, node: Node) -> tuple[str, ...] | None:
         """``(entry, ..., function)`` when ``node`` is reachable from an entry point, else None."""
         if node in self._hot:
@@ -158,5 +241,6 @@ class CallGraph:
                         n = parent[n]
                     prefix = tuple(known[:-1]) if known else ()
                     return prefix + tuple(chain)
-                queue.append(pred)
+                if not self.rules.is_once_function(pred[1].rsplit(".", 1)[-1]):
+                    queue.append(pred)
         return None

@@ -71,6 +71,17 @@ class Checker:
             return None
         return origin
 
+    def needs_hot(self, facts: FileFacts, cast: Cast) -> bool:
+        """Will judging this cast ask the call graph whether its function is hot?"""
+        if not cast.scope or cast.method not in self.rules.cast_methods() or cast_dtype(self.rules, cast) is None:
+            return False
+        origin = self.origin_of(facts, cast)
+        if origin is None:
+            return False
+        once = is_once(self.rules, cast, origin.path)
+        return any(cast.method in r.cast and origin.kind in r.buffers and r.hot is not None
+                   and (r.once is None or r.once == once) for r in self.rules.rules)
+
     def check(self, facts: FileFacts, root: str, explain: bool = False) -> list[Finding]:
         out: list[Finding] = []
         methods = self.rules.cast_methods()

@@ -111,14 +111,29 @@ class RuleSet:
 
         return replace(self, entry_points=self.entry_points + tuple(extra))
 
-    def buffer_words(self) -> re.Pattern[bytes]:
-        """A byte regex matching any identifier that can make a receiver a whole buffer."""
-        alts: set[str] = set()
+    def buffer_words(self, inferable_only: bool = False) -> re.Pattern[bytes] | None:
+        """A byte regex for the text that can make a receiver a whole buffer (None: nothing can).
+
+        A getter counts as a word (``get_key_buffer``); an attribute pattern only as an attribute
+        access (``.kv_buffer``, ``. w13_weight``), since provenance ends at an attribute, never at a
+        bare name: a parameter called ``weight`` is not a whole buffer. ``inferable_only``: the
+        kinds whose getters are inferred (:class:`~castfind.scan.GetterOracle`).
+        """
+        getters: set[str] = set()
+        attrs: set[str] = set()
         for kind in self.buffers.values():
-            alts.update(re.escape(g) for g in kind.getters)
-            for p in kind.attributes:
-                alts.add(fnmatch.translate(p).replace(r"(?s:", "(?:").replace(r")\Z", ")").replace(".*", r"\w*"))
-        return re.compile(rb"\b(?:" + "|".join(sorted(alts)).encode() + rb")\b")
+            if inferable_only and not kind.infer_getters:
+                continue
+            getters.update(re.escape(g) for g in kind.getters)
+            attrs.update(fnmatch.translate(p).replace(r"(?s:", "(?:").replace(r")\Z", ")").replace(".*", r"\w*")
+                         for p in kind.attributes)
+        alts = []
+        if getters:
+            alts.append(r"\b(?:" + "|".join(sorted(getters)) + ")")
+        if attrs:
+            # Whitespace, a line continuation or a comment may sit between the dot and the name.
+            alts.append(r"\.(?:\s|\\\r?\n|#[^\n]*\n)*(?:" + "|".join(sorted(attrs)) + ")")
+        return re.compile(("(?:" + "|".join(alts) + r")\b").encode()) if alts else None
 
 
 _TOP_KEYS = {"buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rules"}

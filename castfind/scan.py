@@ -113,18 +113,6 @@ def _cast_regex(methods: set[str]) -> re.Pattern[bytes]:
     return re.compile(rb"\.(?:" + alts.encode() + rb")\s*\(")
 
 
-def _inferable_words(rules: RuleSet) -> re.Pattern[bytes] | None:
-    import fnmatch
-
-    alts: set[str] = set()
-    for k in rules.buffers.values():
-        if k.infer_getters:
-            alts.update(re.escape(g) for g in k.getters)
-            alts.update(fnmatch.translate(p).replace("(?s:", "(?:").replace(r")\Z", ")").replace(".*", r"\w*")
-                        for p in k.attributes)
-    return re.compile(rb"\b(?:" + "|".join(sorted(alts)).encode() + rb")\b") if alts else None
-
-
 def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | None = None,
          explain: bool = False) -> ScanOutcome:
     """Flag the whole-buffer casts under the index's roots. ``only``: absolute paths to report on."""
@@ -137,7 +125,7 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
     oracle = GetterOracle(index, rules)
 
     if demand:
-        inferable = _inferable_words(rules)
+        inferable = rules.buffer_words(inferable_only=True)
         seed_files = [sf for sf in files if inferable is not None and inferable.search(index.data(sf))
                       and _RETURN.search(index.data(sf))]
         oracle.infer(index.load_files(seed_files), lambda names: index.load_files(index.containing(sorted(names))))
@@ -146,7 +134,8 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         extra = re.compile(rb"\b(?:" + b"|".join(re.escape(g.encode()) for g in getters) + rb")\b") if getters else None
         pool = [sf for sf in files if only is None or sf.abspath in only]
         candidates = [sf for sf in pool if cast_re.search(index.data(sf)) and
-                      (words.search(index.data(sf)) or (extra is not None and extra.search(index.data(sf))))]
+                      ((words is not None and words.search(index.data(sf)))
+                       or (extra is not None and extra.search(index.data(sf))))]
     else:
         oracle.infer(index.load_files(files))
         candidates = [sf for sf in files if only is None or sf.abspath in only]
@@ -155,6 +144,9 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
     findings: list[Finding] = []
     modules: dict[str, str] = {}
     by_file: list[tuple[SourceFile, FileFacts]] = list(zip(candidates, index.load_files(candidates)))
+    # Load the call graph's files in parallel batches before the (sequential) searches ask for them.
+    graph.prefetch(dict.fromkeys((facts.module, c.scope) for _, facts in by_file if facts.error is None
+                                 for c in facts.casts if checker.needs_hot(facts, c)))
     for sf, facts in by_file:
         modules[sf.path] = sf.module
         if facts.error is None:

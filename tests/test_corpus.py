@@ -74,3 +74,23 @@ def test_scan_keeps_batch_casts_quiet(sglang_scan):
     assert (MLA, 747) not in flagged and (MLA, 748) not in flagged
     # kv_len_arr_cpu = seq_lens_cpu[:bs].to(torch.int32)
     assert (MLA, 557) not in flagged and (MLA, 677) not in flagged
+
+
+def test_demand_driven_scan_equals_eager_scan_on_sglang(corpus, corpus_cache):
+    """Parsing only the files that can matter gives the same findings as considering every file."""
+    from castfind.api import open_index
+    from castfind.rules import load_rules
+    from castfind.scan import scan
+
+    rules = load_rules()
+
+    def run(demand: bool) -> tuple[list, dict]:
+        index = open_index([str(corpus["sglang"])], cache_dir=corpus_cache, jobs=2)
+        out = scan(index, rules, demand=demand)
+        return sorted((f.rule, f.path, f.line, f.hot_path, f.provenance) for f in out.findings), out.stats
+
+    lazy, lazy_stats = run(True)
+    eager, eager_stats = run(False)
+    assert lazy == eager
+    assert len(lazy) > 50
+    assert lazy_stats["loaded"] < eager_stats["loaded"] / 2
