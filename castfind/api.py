@@ -103,7 +103,15 @@ def scan(
         for p in paths:
             if not os.path.exists(p):
                 raise DiscoveryError(p, "no such file; --only takes existing files inside a root")
-    out = _scan(index, ruleset, demand=demand, only=only_set, explain=explain)
+    memo = None
+    if index.cache is not None and demand and not explain:
+        from castfind import memo as carried
+
+        mkey = carried.config_key(sorted(os.path.abspath(r) for r in effective_roots), tuple(cfg.exclude), ruleset)
+        memo = carried.Memo(index, carried.loads(index.cache.get_memo(mkey)), lambda key: None)
+    out = _scan(index, ruleset, demand=demand, only=only_set, explain=explain, memo=memo)
+    if memo is not None and memo.dirty and index.cache is not None:
+        index.cache.put_memo(mkey, carried.dumps(memo.snapshot()))
     found = out.findings
     if traces:
         from castfind.runtime.join import join

@@ -23,6 +23,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS idents (key TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS memo (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 """
 
 
@@ -149,6 +150,20 @@ class Cache:
 
     def put_idents(self, items: dict[str, bytes]) -> None:
         self._write("idents", [(k, zlib.compress(v, 1)) for k, v in items.items()])
+
+    def get_memo(self, key: str) -> bytes | None:
+        """The carried results of one scan configuration (see :mod:`castfind.memo`), or None."""
+        blob = self._select("memo", [key]).get(key)
+        if blob is None:
+            return None
+        try:
+            return zlib.decompress(blob)
+        except zlib.error:
+            return None
+
+    def put_memo(self, key: str, data: bytes) -> None:
+        """Replace one configuration's carried results in one transaction (last writer wins)."""
+        self._write("memo", [(key, zlib.compress(data, 1))])
 
     def close(self) -> None:
         if self._conn is not None:

@@ -16,7 +16,6 @@ path a finding carries is a shortest one.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from typing import Iterable
 
@@ -24,8 +23,10 @@ import networkx as nx
 
 from castfind.facts import from_dotted
 from castfind.index import Index
+from castfind.memo import Memo
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
+from castfind.textquery import TextQueries, def_line
 
 #: A by-name edge is added only when at most this many functions share the name.
 WEAK_FANOUT = 6
@@ -33,10 +34,6 @@ WEAK_FANOUT = 6
 SEARCH_BUDGET = 400
 
 Node = tuple[str, str]  # (module, qualname inside the module)
-_DEF_PREFIX = re.compile(rb"[ \t]*(?:async[ \t]+)?def[ \t]+")
-_STAR_IMPORT = re.compile(rb"\bimport[ \t]+\*")
-
-
 
 def label(node: Node) -> str:
     return f"{node[0]}.{node[1]}" if node[1] else node[0]
@@ -45,15 +42,14 @@ def label(node: Node) -> str:
 class CallGraph:
     """Reverse reachability from entry points, computed lazily and memoised."""
 
-    def __init__(self, index: Index, resolver: Resolver, rules: RuleSet) -> None:
+    def __init__(self, index: Index, resolver: Resolver, rules: RuleSet, queries: TextQueries | None = None) -> None:
         self.index = index
         self.r = resolver
         self.rules = rules
+        self.queries = queries or TextQueries(index, rules, Memo(index, None, lambda key: None))
+        self.memo = self.queries.memo
         self.graph = nx.DiGraph()
-        self._callers: dict[Node, list[Node]] = {}
-        self._hot: dict[Node, tuple[Node, ...] | None] = {}
-        self._ancestors: dict[Node, frozenset[Node]] = {}
-        self._def_counts: dict[str, int] = {}
+        self._ancestors: dict[Node, tuple[frozenset[Node], frozenset[str]]] = {}
 
     # -- facts about functions ------------------------------------------------------------------
     def def_count(self, name: str) -> int:
@@ -63,45 +59,13 @@ class CallGraph:
         is defined in hundreds of files, and parsing them all only to count would cost more than
         the rest of the scan. Decides whether a by-name (weak) edge is allowed.
         """
-        got = self._def_counts.get(name)
-        if got is None:
-            pat = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]", re.M)
-            got = sum(len(pat.findall(self.index.data(sf))) for sf in self.index.containing([name]))
-            self._def_counts[name] = got
-        return got
+        def count() -> int:
+            files = self.queries.select(("defines", name))
+            self.index.note_all([sf.abspath for sf in files])  # the count reads their text
+            pat = def_line(name)
+            return sum(len(pat.findall(self.index.data(sf))) for sf in files)
 
-    def _files_calling(self, name: str, module: str) -> list:
-        """Files whose text may hold a call that reaches function ``name`` of ``module``.
-
-        PERF: a superset of the files whose facts hold a :class:`~castfind.facts.CallSite` that
-        :meth:`_edge` can accept, decided from the text so the rest are never parsed. A call site is
-        ``name`` then ``(`` (whitespace, comments and line continuations may sit between), outside
-        a ``def`` line. A dotted call (``x.name(``) always counts. A bare call (``name(``) can only
-        resolve to ``module.name`` in ``module`` itself, through a star import, or when the file
-        binds ``name`` some other way (an import, an alias): so the file must also mention
-        ``name`` outside calls and ``def`` lines. ``__init__`` or ``main`` are named in thousands
-        of files; few of those can call the one we ask about.
-        """
-        call = re.compile(rb"\b" + re.escape(name.encode()) + rb"(?:\s|\\\r?\n|#[^\n]*\n)*\(")
-        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
-        out = []
-        for sf in self.index.containing([name]):
-            data = self.index.data(sf)
-            bare = dotted = False
-            for m in call.finditer(data):
-                line_start = data.rfind(b"\n", 0, m.start()) + 1
-                if _DEF_PREFIX.fullmatch(data, line_start, m.start()):
-                    continue
-                if data[line_start:m.start()].rstrip().endswith(b"."):
-                    dotted = True
-                    break
-                bare = True
-            if dotted:
-                out.append(sf)
-            elif bare and (sf.module == module or _STAR_IMPORT.search(data)
-                           or len(word.findall(data)) > len(call.findall(data))):
-                out.append(sf)
-        return out
+        return self.memo.step(("defcount", name), count)
 
     def class_of(self, node: Node) -> Node | None:
         d = self.r.definitions(node[0]).get(node[1])
@@ -113,29 +77,37 @@ class CallGraph:
         """The class and every base class that resolves in the index."""
         got = self._ancestors.get(cls)
         if got is not None:
-            return got
-        self._ancestors[cls] = frozenset({cls})
+            self.index.note_all(got[1])
+            return got[0]
+        self._ancestors[cls] = (frozenset({cls}), frozenset())  # cycle guard
         out = {cls}
-        d = self.r.definitions(cls[0]).get(cls[1])
-        if d is not None:
-            for b in self.r.bases(cls[0], d):
-                if b.target.definition is not None:
-                    out |= self.ancestors((b.target.module, b.target.definition.qualname))
-        self._ancestors[cls] = frozenset(out)
-        return self._ancestors[cls]
+        with self.index.tracking() as deps:
+            d = self.r.definitions(cls[0]).get(cls[1])
+            if d is not None:
+                for b in self.r.bases(cls[0], d):
+                    if b.target.definition is not None:
+                        out |= self.ancestors((b.target.module, b.target.definition.qualname))
+        self._ancestors[cls] = (frozenset(out), frozenset(deps))
+        return self._ancestors[cls][0]
 
     # -- edges ----------------------------------------------------------------------------------
     def callers(self, node: Node) -> list[Node]:
         """Functions with a call that may reach ``node`` (sorted, so searches are deterministic)."""
-        got = self._callers.get(node)
-        if got is not None:
-            return got
+        got = self.memo.step(("callers", node), lambda: self._find_callers(node))
+        for c in got:
+            self.graph.add_edge(label(c), label(node))
+        return got
+
+    def _files_calling(self, node: Node) -> list:
+        return self.queries.select(("calls", node[1].rsplit(".", 1)[-1], node[0]))
+
+    def _find_callers(self, node: Node) -> list[Node]:
         name = node[1].rsplit(".", 1)[-1]
         node_cls = self.class_of(node)
         node_anc = self.ancestors(node_cls) if node_cls else frozenset()
         weak_ok = self.def_count(name) <= WEAK_FANOUT
         out: set[Node] = set()
-        for facts in self.index.load_files(self._files_calling(name, node[0])):
+        for facts in self.index.load_files(self._files_calling(node)):
             defs = self.r.definitions(facts.module)
             for cs in facts.calls:
                 if cs.func.rsplit(".", 1)[-1] != name or not cs.scope:
@@ -146,10 +118,7 @@ class CallGraph:
                 caller = (facts.module, cs.scope)
                 if self._edge(cs.func, caller, node, node_cls, node_anc, weak_ok):
                     out.add(caller)
-                    self.graph.add_edge(label(caller), label(node))
-        got = sorted(out)
-        self._callers[node] = got
-        return got
+        return sorted(out)
 
     def _edge(self, func: str, caller: Node, node: Node, node_cls: Node | None,
               node_anc: frozenset[Node], weak_ok: bool) -> bool:
@@ -185,10 +154,10 @@ class CallGraph:
         expanded: set[Node] = set()
         while serving:
             expanded.update(serving)
-            todo = [n for n in serving if n not in self._callers]
+            todo = [n for n in serving if not self.memo.has(("callers", n))]
             files: dict[str, object] = {}
             for n in todo:
-                for sf in self._files_calling(n[1].rsplit(".", 1)[-1], n[0]):
+                for sf in self._files_calling(n):
                     files.setdefault(sf.abspath, sf)
             self.index.load_files(files.values())
             done: set[Node] = set()
@@ -196,7 +165,7 @@ class CallGraph:
             for n, owners in serving.items():
                 owners = owners - done
                 for pred in self.callers(n):
-                    if self.rules.is_entry(pred[1]) or self._hot.get(pred):
+                    if self.rules.is_entry(pred[1]) or self.memo.peek(("hot", pred))[1]:
                         done |= owners
                         break
                     if pred in expanded or self.rules.is_once_function(pred[1].rsplit(".", 1)[-1]):
@@ -212,11 +181,7 @@ class CallGraph:
 
     def hot_path(self, node: Node) -> tuple[str, ...] | None:
         """``(entry, ..., function)`` when ``node`` is reachable from an entry point, else None."""
-        if node in self._hot:
-            p = self._hot[node]
-            return tuple(label(n) for n in p) if p is not None else None
-        path = self._search(node)
-        self._hot[node] = path
+        path = self.memo.step(("hot", node), lambda: self._search(node))
         return tuple(label(n) for n in path) if path is not None else None
 
     def _search(self, start: Node) -> tuple[Node, ...] | None:
@@ -232,7 +197,7 @@ class CallGraph:
                 if pred in parent:
                     continue
                 parent[pred] = cur
-                known = self._hot.get(pred, False)
+                known = self.memo.peek(("hot", pred))[1]
                 if self.rules.is_entry(pred[1]) or known:
                     chain: list[Node] = []
                     n: Node | None = pred

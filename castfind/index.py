@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from castfind.cache import Cache, content_key
 from castfind.discover import DiscoveryError, SourceFile, discover, find_installed
@@ -83,7 +84,9 @@ class Index:
         self._idents: dict[str, frozenset[bytes]] = {}
         self._queries = 0
         self.diagnostics: list[Diagnostic] = []
+        self.file_diagnostics: dict[str, list[Diagnostic]] = {}  # abspath → its parse diagnostics
         self.parsed = 0  # files extracted (cache misses) in this run
+        self._trackers: list[set[str]] = []
         self.loaded = 0  # files whose facts were loaded, from cache or parsed
 
     @classmethod
@@ -158,6 +161,25 @@ class Index:
         if self.cache and fresh:
             self.cache.put_idents(fresh)
 
+    # -- dependency tracking (castfind.memo) ----------------------------------------------------
+    @contextmanager
+    def tracking(self) -> Iterator[set[str]]:
+        """Collect what is read while the block runs: files' facts (abspaths), text queries, misses."""
+        deps: set[str] = set()
+        self._trackers.append(deps)
+        try:
+            yield deps
+        finally:
+            self._trackers.pop()
+
+    def note(self, dep: str) -> None:
+        for t in self._trackers:
+            t.add(dep)
+
+    def note_all(self, deps: Iterable[str]) -> None:
+        for t in self._trackers:
+            t.update(deps)
+
     # -- facts ----------------------------------------------------------------------------------
     def key(self, sf: SourceFile) -> str:
         k = self._keys.get(sf.abspath)
@@ -167,6 +189,8 @@ class Index:
         return k
 
     def facts_of(self, sf: SourceFile) -> FileFacts:
+        if self._trackers:
+            self.note(sf.abspath)
         f = self._facts.get(sf.abspath)
         if f is None:
             self.load_files([sf])
@@ -181,6 +205,8 @@ class Index:
     def load_files(self, files: Iterable[SourceFile]) -> list[FileFacts]:
         """Facts for many files at once: cache first, then extract misses (in parallel)."""
         files = list(dict.fromkeys(files))
+        if self._trackers:
+            self.note_all([sf.abspath for sf in files])
         todo = [sf for sf in files if sf.abspath not in self._facts]
         if todo:
             cached = self.cache.get_many(self.key(sf) for sf in todo) if self.cache else {}
@@ -200,9 +226,9 @@ class Index:
         self.loaded += 1
         if facts.error is not None:
             line, msg = facts.error
-            self.diagnostics.append(
-                Diagnostic(sf.path, line, f"{msg} (file skipped; fix it or add it to --exclude)", "parse-error")
-            )
+            d = Diagnostic(sf.path, line, f"{msg} (file skipped; fix it or add it to --exclude)", "parse-error")
+            self.diagnostics.append(d)
+            self.file_diagnostics.setdefault(sf.abspath, []).append(d)
 
     def _extract(self, misses: list[SourceFile]) -> None:
         total = len(misses)
@@ -238,6 +264,8 @@ class Index:
         if sf is None and self.follow_installed and module:
             if self._add_installed(module.split(".")[0]):
                 sf = self.by_module.get(module)
+        if sf is None and self._trackers:
+            self.note("m:" + module)
         return sf
 
     def has_module(self, module: str) -> bool:

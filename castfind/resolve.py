@@ -70,8 +70,10 @@ class Resolver:
 
     def __init__(self, index: Index) -> None:
         self.index = index
-        self._memo: dict[tuple[str, str, str], list[Resolved]] = {}
-        self._defs: dict[str, dict[str, Definition]] = {}
+        # Memo values carry the facts they were built from, replayed to the index on every hit so a
+        # memoised scan step (castfind.memo) records them even when the look-up was answered here.
+        self._memo: dict[tuple[str, str, str], tuple[list[Resolved], frozenset[str]]] = {}
+        self._defs: dict[str, tuple[dict[str, Definition], frozenset[str]]] = {}
 
     # -- helpers --------------------------------------------------------------------------------
     def hop(self, module: str, line: int, kind: str) -> Hop:
@@ -82,12 +84,15 @@ class Resolver:
 
     def definitions(self, module: str) -> dict[str, Definition]:
         """Definitions of a module by qualname."""
-        d = self._defs.get(module)
-        if d is None:
-            f = self.index.facts(module)
-            d = {x.qualname: x for x in f.definitions} if f else {}
-            self._defs[module] = d
-        return d
+        got = self._defs.get(module)
+        if got is None:
+            with self.index.tracking() as deps:
+                f = self.index.facts(module)
+            got = ({x.qualname: x for x in f.definitions} if f else {}, frozenset(deps))
+            self._defs[module] = got
+        else:
+            self.index.note_all(got[1])
+        return got[0]
 
     def scope_of_line(self, facts: FileFacts, line: int) -> str:
         """The innermost def/class containing ``line`` ('' for module level)."""
@@ -101,11 +106,17 @@ class Resolver:
     def lookup(self, module: str, name: str, depth: int = 0) -> list[Resolved]:
         """Bindings of ``name`` at the top level of ``module``, resolved."""
         key = (module, "", name)
-        if key in self._memo:
-            return self._memo[key]
-        self._memo[key] = []  # cycle guard: a re-entrant look-up sees nothing
-        out = self._lookup(module, name, depth)
-        self._memo[key] = out
+        return self._memoised(key, lambda: self._lookup(module, name, depth))
+
+    def _memoised(self, key: tuple[str, str, str], compute) -> list[Resolved]:  # type: ignore[no-untyped-def]
+        got = self._memo.get(key)
+        if got is not None:
+            self.index.note_all(got[1])
+            return got[0]
+        self._memo[key] = ([], frozenset())  # cycle guard: a re-entrant look-up sees nothing
+        with self.index.tracking() as deps:
+            out = compute()
+        self._memo[key] = (out, frozenset(deps))
         return out
 
     def _lookup(self, module: str, name: str, depth: int) -> list[Resolved]:
@@ -173,10 +184,9 @@ class Resolver:
         """``name`` as Python sees it inside ``scope`` (LEGB, class bodies skipped for nested scopes)."""
         if scope == "":
             return self.lookup(module, name, depth)
-        key = (module, scope, name)
-        if key in self._memo:
-            return self._memo[key]
-        self._memo[key] = []
+        return self._memoised((module, scope, name), lambda: self._resolve_in_scope(module, scope, name, depth))
+
+    def _resolve_in_scope(self, module: str, scope: str, name: str, depth: int) -> list[Resolved]:
         facts = self.index.facts(module)
         out: list[Resolved] = []
         if facts is not None and depth <= _MAX_DEPTH:
@@ -191,7 +201,6 @@ class Resolver:
                 while parent and defs.get(parent) is not None and defs[parent].kind == "class":
                     parent = defs[parent].parent
                 out = self.resolve_name(module, parent, name, depth + 1)
-        self._memo[key] = out
         return out
 
     def _param(self, module: str, fn: Definition, name: str) -> list[Resolved]:

@@ -14,7 +14,6 @@ findings. Extraction is the same single path either way.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -24,12 +23,13 @@ from castfind.checker import Checker
 from castfind.discover import SourceFile
 from castfind.facts import FileFacts
 from castfind.index import Index
+from castfind.memo import Memo
 from castfind.provenance import Provenance
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
+from castfind.textquery import TextQueries
 from castfind.types import Diagnostic, Finding
 
-_RETURN = re.compile(rb"\breturn\b")
 
 
 @dataclass
@@ -49,9 +49,10 @@ class GetterOracle:
     every other function of that name in the index agrees.
     """
 
-    def __init__(self, index: Index, rules: RuleSet) -> None:
+    def __init__(self, index: Index, rules: RuleSet, queries: TextQueries) -> None:
         self.index = index
         self.rules = rules
+        self.queries = queries
         self.kinds = {k.name for k in rules.buffers.values() if k.infer_getters}
         self.known: dict[str, str] = {}
         self.prov = Provenance(rules, self.known.get)
@@ -69,9 +70,7 @@ class GetterOracle:
         return kinds.pop() if len(kinds) == 1 else None
 
     def _agree(self, name: str, kind: str) -> bool:
-        pat = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
-        files = [sf for sf in self.index.containing([name]) if pat.search(self.index.data(sf))]
-        for facts in self.index.load_files(files):
+        for facts in self.index.load_files(self.queries.select(("defines", name))):
             for d in facts.definitions:
                 if d.name == name and d.kind != "class":
                     rets = [r for r in facts.returns if r.scope == d.qualname]
@@ -108,55 +107,84 @@ class GetterOracle:
                 pool = pool + [f for f in grow(set(new)) if f.path not in seen]
 
 
-def _cast_regex(methods: set[str]) -> re.Pattern[bytes]:
-    alts = "|".join(sorted(re.escape(m) for m in methods))
-    return re.compile(rb"\.(?:" + alts.encode() + rb")\s*\(")
-
-
 def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | None = None,
-         explain: bool = False) -> ScanOutcome:
-    """Flag the whole-buffer casts under the index's roots. ``only``: absolute paths to report on."""
+         explain: bool = False, memo: Memo | None = None) -> ScanOutcome:
+    """Flag the whole-buffer casts under the index's roots. ``only``: absolute paths to report on.
+
+    ``memo`` carries results from an earlier run of the same configuration (:mod:`castfind.memo`);
+    without one (and always with ``explain`` or ``demand=False``) everything is computed.
+    """
     t0 = time.perf_counter()
     index.read_all()
     files = index.files
-    cast_re = _cast_regex(rules.cast_methods())
+    if memo is None or explain or not demand:
+        memo = Memo(index, None, lambda key: None)
+    queries = TextQueries(index, rules, memo)
     resolver = Resolver(index)
-    graph = CallGraph(index, resolver, rules)
-    oracle = GetterOracle(index, rules)
+    graph = CallGraph(index, resolver, rules, queries)
+    oracle = GetterOracle(index, rules, queries)
 
     if demand:
-        inferable = rules.buffer_words(inferable_only=True)
-        seed_files = [sf for sf in files if inferable is not None and inferable.search(index.data(sf))
-                      and _RETURN.search(index.data(sf))]
-        oracle.infer(index.load_files(seed_files), lambda names: index.load_files(index.containing(sorted(names))))
-        words = rules.buffer_words()
-        getters = sorted(oracle.known)
-        extra = re.compile(rb"\b(?:" + b"|".join(re.escape(g.encode()) for g in getters) + rb")\b") if getters else None
-        pool = [sf for sf in files if only is None or sf.abspath in only]
-        candidates = [sf for sf in pool if cast_re.search(index.data(sf)) and
-                      ((words is not None and words.search(index.data(sf)))
-                       or (extra is not None and extra.search(index.data(sf))))]
+        def infer() -> dict[str, str]:
+            grow = lambda names: index.load_files(queries.select(("contains", tuple(sorted(names)))))  # noqa: E731
+            oracle.infer(index.load_files(queries.select(("seed",))), grow)
+            return dict(oracle.known)
+
+        oracle.known.update(memo.step(("oracle",), infer))
+        chosen = queries.select(("cand", tuple(sorted(oracle.known))))
+        candidates = [sf for sf in chosen if only is None or sf.abspath in only]
     else:
         oracle.infer(index.load_files(files))
         candidates = [sf for sf in files if only is None or sf.abspath in only]
 
     checker = Checker(rules, Provenance(rules, oracle.kind), graph)
+    getters = tuple(sorted(oracle.known.items()))
+
+    def starts_of(sf: SourceFile) -> list[tuple[str, str]]:
+        facts = index.facts_of(sf)
+        if facts.error is not None:
+            return []
+        return list(dict.fromkeys((facts.module, c.scope) for c in facts.casts if checker.needs_hot(facts, c)))
+
+    def check(sf: SourceFile) -> tuple[list[Finding], int]:
+        facts = index.facts_of(sf)
+        if facts.error is not None:
+            return [], 0
+        return checker.check(facts, sf.root, explain), len(facts.casts)
+
+    # Parse the candidates that no carried result covers in one parallel batch, then load the call
+    # graph's files level by level (also in batches) before the sequential searches ask for them.
+    index.load_files([sf for sf in candidates if not memo.has(("check", sf.abspath, getters))])
+    graph.prefetch(dict.fromkeys(n for sf in candidates for n in memo.step(("starts", sf.abspath, getters),
+                                                                          lambda sf=sf: starts_of(sf))))
     findings: list[Finding] = []
+    casts = 0
     modules: dict[str, str] = {}
-    by_file: list[tuple[SourceFile, FileFacts]] = list(zip(candidates, index.load_files(candidates)))
-    # Load the call graph's files in parallel batches before the (sequential) searches ask for them.
-    graph.prefetch(dict.fromkeys((facts.module, c.scope) for _, facts in by_file if facts.error is None
-                                 for c in facts.casts if checker.needs_hot(facts, c)))
-    for sf, facts in by_file:
+    for sf in candidates:
         modules[sf.path] = sf.module
-        if facts.error is None:
-            findings += checker.check(facts, sf.root, explain)
+        found, n = memo.step(("check", sf.abspath, getters), lambda sf=sf: check(sf))
+        findings += found
+        casts += n
     stats = {
         "files": len(files),
         "candidates": len(candidates),
         "parsed": index.parsed,
         "loaded": index.loaded,
-        "casts": sum(len(f.casts) for _, f in by_file),
+        "replayed": memo.replayed,
+        "casts": casts,
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    return ScanOutcome(findings, list(index.diagnostics), stats, modules, checker.explanations)
+    return ScanOutcome(findings, _diagnostics(index, memo), stats, modules, checker.explanations)
+
+
+def _diagnostics(index: Index, memo: Memo) -> list[Diagnostic]:
+    """This run's diagnostics, plus those carried for files a replayed step read (not re-read now)."""
+    out = list(index.diagnostics)
+    seen = {d.path for d in out}
+    used = set().union(*(deps for _, deps in memo.steps.values())) if memo.steps else set()
+    for abspath in sorted(used & memo.prev_diagnostics.keys()):
+        if abspath in memo.keys and abspath not in memo.changed:
+            out += [d for d in memo.prev_diagnostics[abspath] if d.path not in seen]
+    memo.diagnostics = {p: ds for p, ds in memo.prev_diagnostics.items() if p in used and p not in memo.changed}
+    memo.diagnostics.update(index.file_diagnostics)
+    return out

@@ -1,0 +1,192 @@
+"""Results carried from one scan to the next, so a warm re-scan costs about reading the files.
+
+A scan is a pure function of its configuration (roots, rules, options) and the files' bytes.
+Its expensive steps — getter inference, each function's callers and hot path, each candidate
+file's findings — are memoised here with what they *depended on*:
+
+- the files whose facts they read (``Index`` notes every access while a step is tracked,
+  including reads answered from an in-memory memo, which replay the deps they were built with);
+- the text queries they asked (:mod:`castfind.textquery`), by key;
+- a module name they looked for and did not find (``m:<module>``), since adding it could change them.
+
+On the next run with the same configuration, the files whose content key changed (or that
+appeared or vanished) are *invalid*; a text query is invalid when re-asking it on those files
+gives another answer than last time; a step is replayed only when none of its dependencies is
+invalid, and recomputed otherwise. Nothing else is trusted: a missing, foreign or damaged memo
+just means computing everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from typing import TYPE_CHECKING, Any, Callable, Hashable
+
+from castfind.facts import EXTRACTOR_VERSION
+
+if TYPE_CHECKING:
+    from castfind.index import Index
+    from castfind.textquery import Predicate, QueryKey
+
+MEMO_VERSION = 1
+
+StepKey = tuple[Hashable, ...]
+
+
+def config_key(*parts: Any) -> str:
+    """A digest of everything a scan's results depend on besides the files' bytes."""
+    blob = repr((MEMO_VERSION, EXTRACTOR_VERSION) + tuple(parts)).encode()
+    return "scan-" + hashlib.blake2b(blob, digest_size=16).hexdigest()
+
+
+class Memo:
+    """This run's steps and text queries, seeded from the previous run's where still valid."""
+
+    def __init__(self, index: "Index", previous: dict[str, Any] | None,
+                 predicate: Callable[["QueryKey"], "Predicate"]) -> None:
+        self.index = index
+        self.predicate = predicate
+        self.keys = {sf.abspath: index.key(sf) for sf in index.files}
+        self.modules = {sf.abspath: sf.module for sf in index.files}
+        prev = previous if isinstance(previous, dict) and previous.get("version") == MEMO_VERSION else None
+        self.prev_keys: dict[str, str] = prev["keys"] if prev else {}
+        self.prev_queries: dict[QueryKey, frozenset[str]] = prev["queries"] if prev else {}
+        self.prev_steps: dict[StepKey, tuple[Any, frozenset[str]]] = prev["steps"] if prev else {}
+        self.prev_diagnostics: dict[str, list] = prev["diagnostics"] if prev else {}
+        prev_modules: dict[str, str] = prev["modules"] if prev else {}
+        self.changed = {p for p, k in self.keys.items() if self.prev_keys.get(p) != k}
+        removed = set(self.prev_keys) - set(self.keys)
+        moved = {p for p in self.keys if p in prev_modules and prev_modules[p] != self.modules[p]}
+        self.invalid: set[str] = self.changed | removed | moved
+        self.invalid |= {"m:" + prev_modules.get(p, "") for p in removed | moved}
+        self.invalid |= {"m:" + self.modules[p] for p in self.changed if p not in self.prev_keys or p in moved}
+        self._query_ok: dict[QueryKey, bool] = {}
+        self.queries: dict[QueryKey, frozenset[str]] = {}
+        self.steps: dict[StepKey, tuple[Any, frozenset[str]]] = {}
+        self.diagnostics: dict[str, list] = {}  # abspath → its parse diagnostics, carried to the next run
+        self.replayed = 0
+        self.computed = 0
+        self.dirty = prev is None or bool(self.invalid)
+
+    # -- text queries ---------------------------------------------------------------------------
+    def select(self, key: "QueryKey", full: Callable[[], list]) -> frozenset[str]:
+        """The abspaths a query selects: last run's answer updated on the changed files, or ``full()``."""
+        got = self.queries.get(key)
+        if got is None:
+            prev = self.prev_queries.get(key)
+            if prev is not None:
+                pred = self.predicate(key)
+                fresh = {p for p in self.changed if pred(self.index.by_abspath[p], self.index.data(self.index.by_abspath[p]))}
+                got = frozenset((prev & self.keys.keys()) - self.changed | fresh)
+                self._query_ok[key] = got == prev
+            else:
+                got = frozenset(sf.abspath for sf in full())
+                self.dirty = True
+            self.queries[key] = got
+        self.index.note(query_dep(key))
+        return got
+
+    def _query_valid(self, key: "QueryKey") -> bool:
+        ok = self._query_ok.get(key)
+        if ok is None:
+            if key not in self.prev_queries:
+                return False
+            prev = self.prev_queries[key]
+            if not self.changed and not (prev - self.keys.keys()):
+                ok = True
+                self.queries.setdefault(key, prev)
+            else:
+                self.select(key, lambda: [])
+                ok = self._query_ok.get(key, False)
+        return ok
+
+    # -- steps ----------------------------------------------------------------------------------
+    def step(self, key: StepKey, compute: Callable[[], Any]) -> Any:
+        """The step's value: this run's, last run's when its dependencies are unchanged, or computed."""
+        got = self.steps.get(key)
+        if got is None:
+            got = self._replay(key)
+            if got is None:
+                with self.index.tracking() as deps:
+                    value = compute()
+                got = (value, frozenset(deps))
+                self.computed += 1
+                self.dirty = True
+            else:
+                self.replayed += 1
+            self.steps[key] = got
+        self.index.note_all(got[1])
+        return got[0]
+
+    def peek(self, key: StepKey) -> tuple[bool, Any]:
+        """A value this run already holds (its dependencies noted), without computing it."""
+        got = self.steps.get(key)
+        if got is None:
+            return False, None
+        self.index.note_all(got[1])
+        return True, got[0]
+
+    def has(self, key: StepKey) -> bool:
+        """Would :meth:`step` answer without computing?"""
+        return key in self.steps or self._replay(key, keep=True) is not None
+
+    def _replay(self, key: StepKey, keep: bool = False) -> tuple[Any, frozenset[str]] | None:
+        old = self.prev_steps.get(key)
+        if old is None:
+            return None
+        deps = old[1]
+        if deps & self.invalid:
+            return None
+        for d in deps:
+            if d.startswith("q:") and not self._query_valid(_QUERY_KEYS.get(d) or _parse_query(d)):
+                return None
+        if keep:
+            self.steps[key] = old
+            self.replayed += 1
+        return old
+
+    # -- persistence ----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """What the next run needs: this run's keys, queries and steps, plus last run's still valid.
+
+        A step or query this run did not ask for (a ``--only`` run checks few files) is carried
+        over when its dependencies are unchanged, a query after updating it on the changed files.
+        """
+        for key in list(self.prev_queries):
+            if key not in self.queries:
+                self.select(key, lambda: [])
+        for key in self.prev_steps:
+            if key not in self.steps:
+                self._replay(key, keep=True)
+        return {"version": MEMO_VERSION, "keys": self.keys, "modules": self.modules, "queries": self.queries,
+                "steps": self.steps, "diagnostics": self.diagnostics}
+
+
+_QUERY_KEYS: dict[str, "QueryKey"] = {}
+
+
+def query_dep(key: "QueryKey") -> str:
+    d = "q:" + repr(key)
+    _QUERY_KEYS[d] = key
+    return d
+
+
+def _parse_query(dep: str) -> "QueryKey":
+    import ast
+
+    return ast.literal_eval(dep[2:])
+
+
+def dumps(snapshot: dict[str, Any]) -> bytes:
+    return pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads(blob: bytes | None) -> dict[str, Any] | None:
+    """A stored snapshot, or None when absent or unreadable (then everything is computed)."""
+    if blob is None:
+        return None
+    try:
+        got = pickle.loads(blob)
+    except Exception:  # noqa: BLE001 - any damage means "no memo", never a crash
+        return None
+    return got if isinstance(got, dict) and got.get("version") == MEMO_VERSION else None

@@ -1,0 +1,101 @@
+"""Carried results (castfind.memo): a warm scan replays, and always equals a fresh scan after edits."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from castfind.api import scan
+from tests.conftest import REPO
+
+FIX = REPO / "fixtures" / "scan"
+
+
+def _key(run) -> list[tuple]:
+    return sorted((f.rule, f.path, f.line, f.hot_path, f.provenance) for f in run.report.findings)
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    root = tmp_path / "scan"
+    shutil.copytree(FIX, root)
+    return root
+
+
+def _both(root: Path, cache: Path) -> tuple[list, list, dict]:
+    warm = scan([str(root)], cache_dir=cache, jobs=1)
+    fresh = scan([str(root)], use_cache=False, jobs=1)
+    return _key(warm), _key(fresh), warm.report.stats
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_unchanged_files_replay_everything_without_loading_facts(tree, tmp_path):
+    cache = tmp_path / "cache"
+    first, fresh, stats = _both(tree, cache)
+    assert first == fresh and stats["replayed"] == 0
+    again, _, stats = _both(tree, cache)
+    assert again == first
+    assert stats["loaded"] == 0 and stats["parsed"] == 0 and stats["replayed"] > 0
+
+
+def test_edits_in_other_files_invalidate_what_depended_on_them(tree, tmp_path):
+    cache = tmp_path / "cache"
+    pkg = tree / "minisrv" / "minisrv"
+    _both(tree, cache)
+
+    # A new caller makes the cold export_all hot: its CF104 warning becomes a CF101 error.
+    _edit(pkg / "backend.py", "        return self._project(out)\n",
+          "        self.token_to_kv_pool.export_all()\n        return self._project(out)\n")
+    warm, fresh, _ = _both(tree, cache)
+    assert warm == fresh
+    assert ("CF101", "minisrv/minisrv/pool.py", 20) in {(r, p, line) for r, p, line, *_ in warm}
+
+    # The getter stops being a getter: the cast through it (backend.py:16) goes quiet.
+    _edit(pkg / "pool.py", "return self.kv_buffer[layer_id - self.start_layer].view(-1)",
+          "return self.scratch.view(-1)")
+    warm, fresh, _ = _both(tree, cache)
+    assert warm == fresh
+    assert ("minisrv/minisrv/backend.py", 16) not in {(p, line) for _, p, line, *_ in warm}
+
+    # A new module that calls _project from a forward: found through a file that did not exist.
+    (pkg / "extra.py").write_text(
+        "from minisrv.backend import DecodeBackend\n\n\nclass Layer:\n"
+        "    def forward(self, b: DecodeBackend, x):\n        return b._project(x)\n"
+        "\n    def warm(self, pool):\n        return pool.kv_buffer[0].float()\n")
+    warm, fresh, _ = _both(tree, cache)
+    assert warm == fresh
+    assert ("CF104", "minisrv/minisrv/extra.py", 9) in {(r, p, line) for r, p, line, *_ in warm}
+
+    # Removing it again brings the earlier result back.
+    (pkg / "extra.py").unlink()
+    warm, fresh, _ = _both(tree, cache)
+    assert warm == fresh
+
+
+def test_a_damaged_memo_is_ignored(tree, tmp_path):
+    import sqlite3
+
+    cache = tmp_path / "cache"
+    first, _, _ = _both(tree, cache)
+    with sqlite3.connect(cache / "facts.sqlite3") as db:
+        db.execute("UPDATE memo SET data = x'00ff00'")
+    again, fresh, stats = _both(tree, cache)
+    assert again == fresh == first and stats["replayed"] == 0
+
+
+def test_only_run_keeps_the_rest_of_the_memo(tree, tmp_path):
+    cache = tmp_path / "cache"
+    _both(tree, cache)
+    backend = tree / "minisrv" / "minisrv" / "backend.py"
+    only = scan([str(backend)], roots=[str(tree)], only=True, cache_dir=cache, jobs=1)
+    assert {f.path for f in only.report.findings} == {"minisrv/minisrv/backend.py"}
+    # The --only run carried every other step forward: a full warm scan still loads nothing.
+    _, _, stats = _both(tree, cache)
+    assert stats["loaded"] == 0
