@@ -194,11 +194,14 @@ class Bench:
     # -- grep / semgrep ---------------------------------------------------------------
 
     def grep(self) -> bl.Row:
+        # Relative roots, run from the corpus folder: GNU grep matches --exclude-dir globs against
+        # command-line folders too, so `.*` would skip a corpus kept under a dot folder (.corpus/).
+        base = Path(self.sglang).parent
         cmd = ["grep", "-rnE", "--include=*.py", *[f"--exclude-dir={d}" for d in bl.grep_exclude_dirs()],
-               bl.CAST_REGEX, self.sglang, self.flashinfer]
+               bl.CAST_REGEX, os.path.relpath(self.sglang, base), os.path.relpath(self.flashinfer, base)]
         env = {**os.environ, "LC_ALL": "C"}
         return self.run_task(bl.Row("grep"), self.repeats("grep"), lambda i: cmd,
-                             lambda s: (bl.count_lines(s.out), len(self.files), ""), env=env)
+                             lambda s: (bl.count_lines(s.out), len(self.files), ""), env=env, cwd=str(base))
 
     def ensure_semgrep(self) -> None:
         """Find semgrep, or install it once into .venv-bench (never into the main venv)."""

@@ -1,15 +1,19 @@
 """Scan: the pipeline from an index to findings (discover → extract → resolve → call graph → rules).
 
 PERF (demand-driven): a cast can only be flagged when its operand is a whole buffer, and the walk
-back from a cast stays inside its function, so the file must name a buffer attribute, a getter
-the rules list, or a getter the index infers. We therefore
+back from a cast stays inside its function, so the file must name a buffer attribute (as an
+attribute: ``.kv_buffer``), a getter the rules list, or a getter the index infers. We therefore
 
-1. infer getters from the files that name a getter-inferable buffer word (few: KV/state names);
-2. parse only the files that hold a cast call *and* a buffer word or an inferred getter name;
-3. grow the call graph backwards from the flagged functions only (:mod:`castfind.callgraph`).
+1. infer getters from the files that name a getter-inferable buffer word and ``return`` (few);
+2. parse only the files that hold a cast call *and* such a word or an inferred getter's name;
+3. grow the call graph backwards from the functions holding a whole-buffer cast only, parsing a
+   caller's file only when its text can call the function (:mod:`castfind.callgraph`), level by
+   level in parallel batches.
 
-``demand=False`` parses every file and considers every cast; a test asserts both give the same
-findings. Extraction is the same single path either way.
+Every choice of files is a text query (:mod:`castfind.textquery`), and every step is memoised
+with what it read (:mod:`castfind.memo`), so a warm re-scan replays what did not change.
+``demand=False`` parses every file and considers every cast; tests assert both give the same
+findings, on the fixtures and on the real sglang wheel. Extraction is one path either way.
 """
 
 from __future__ import annotations
