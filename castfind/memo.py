@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 from castfind.facts import EXTRACTOR_VERSION
@@ -33,9 +34,24 @@ MEMO_VERSION = 1
 StepKey = tuple[Hashable, ...]
 
 
+def _code_digest() -> str:
+    """castfind's own source: results carried by another version of the code are never replayed."""
+    global _CODE
+    if _CODE is None:
+        h = hashlib.blake2b(digest_size=16)
+        pkg = Path(__file__).resolve().parent
+        for p in sorted(pkg.rglob("*.py")):
+            h.update(p.relative_to(pkg).as_posix().encode() + b"\0" + p.read_bytes())
+        _CODE = h.hexdigest()
+    return _CODE
+
+
+_CODE: str | None = None
+
+
 def config_key(*parts: Any) -> str:
-    """A digest of everything a scan's results depend on besides the files' bytes."""
-    blob = repr((MEMO_VERSION, EXTRACTOR_VERSION) + tuple(parts)).encode()
+    """A digest of everything a scan's results depend on besides the files' bytes (code included)."""
+    blob = repr((MEMO_VERSION, EXTRACTOR_VERSION, _code_digest()) + tuple(parts)).encode()
     return "scan-" + hashlib.blake2b(blob, digest_size=16).hexdigest()
 
 
@@ -63,7 +79,6 @@ class Memo:
         self._query_ok: dict[QueryKey, bool] = {}
         self.queries: dict[QueryKey, frozenset[str]] = {}
         self.steps: dict[StepKey, tuple[Any, frozenset[str]]] = {}
-        self.diagnostics: dict[str, list] = {}  # abspath → its parse diagnostics, carried to the next run
         self.replayed = 0
         self.computed = 0
         self.dirty = prev is None or bool(self.invalid)
@@ -158,8 +173,24 @@ class Memo:
         for key in self.prev_steps:
             if key not in self.steps:
                 self._replay(key, keep=True)
+        used = self.used_files()
+        diagnostics = {p: ds for p, ds in self.prev_diagnostics.items() if p in used and p not in self.changed}
+        diagnostics.update((p, ds) for p, ds in self.index.file_diagnostics.items() if p in used)
         return {"version": MEMO_VERSION, "keys": self.keys, "modules": self.modules, "queries": self.queries,
-                "steps": self.steps, "diagnostics": self.diagnostics}
+                "steps": self.steps, "diagnostics": diagnostics}
+
+    def used_files(self) -> set[str]:
+        """Every file a step held now depends on."""
+        out: set[str] = set()
+        for _, deps in self.steps.values():
+            out |= deps
+        return {d for d in out if d in self.keys}
+
+    def carried_diagnostics(self) -> list:
+        """Parse diagnostics of unchanged files that replayed steps depend on (not re-read this run)."""
+        used = self.used_files()
+        return [d for p in sorted(used & self.prev_diagnostics.keys()) if p not in self.changed
+                for d in self.prev_diagnostics[p]]
 
 
 _QUERY_KEYS: dict[str, "QueryKey"] = {}

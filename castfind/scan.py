@@ -184,11 +184,5 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
 def _diagnostics(index: Index, memo: Memo) -> list[Diagnostic]:
     """This run's diagnostics, plus those carried for files a replayed step read (not re-read now)."""
     out = list(index.diagnostics)
-    seen = {d.path for d in out}
-    used = set().union(*(deps for _, deps in memo.steps.values())) if memo.steps else set()
-    for abspath in sorted(used & memo.prev_diagnostics.keys()):
-        if abspath in memo.keys and abspath not in memo.changed:
-            out += [d for d in memo.prev_diagnostics[abspath] if d.path not in seen]
-    memo.diagnostics = {p: ds for p, ds in memo.prev_diagnostics.items() if p in used and p not in memo.changed}
-    memo.diagnostics.update(index.file_diagnostics)
-    return out
+    seen = {(d.path, d.line, d.message) for d in out}
+    return out + [d for d in memo.carried_diagnostics() if (d.path, d.line, d.message) not in seen]

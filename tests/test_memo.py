@@ -99,3 +99,15 @@ def test_only_run_keeps_the_rest_of_the_memo(tree, tmp_path):
     # The --only run carried every other step forward: a full warm scan still loads nothing.
     _, _, stats = _both(tree, cache)
     assert stats["loaded"] == 0
+
+
+def test_parse_errors_are_still_reported_when_results_are_replayed(tree, tmp_path):
+    cache = tmp_path / "cache"
+    broken = tree / "minisrv" / "minisrv" / "broken.py"
+    broken.write_text("class Pool:\n    def f(self):\n        return self.kv_buffer.to(torch.float32\n")
+    first = scan([str(tree)], cache_dir=cache, jobs=1)
+    again = scan([str(tree)], cache_dir=cache, jobs=1)
+    assert again.report.stats["loaded"] == 0
+    diag = lambda run: sorted((d.path, d.line, d.kind) for d in run.report.diagnostics)  # noqa: E731
+    assert diag(again) == diag(first)
+    assert any(p.endswith("broken.py") and k == "parse-error" for p, _, k in diag(first))
