@@ -27,6 +27,15 @@ CREATE TABLE IF NOT EXISTS memo (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 """
 
 
+def encode_facts(facts: Any) -> bytes:
+    """The cache's encoding of one file's facts (compressed pickle)."""
+    return zlib.compress(pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def decode_facts(blob: bytes) -> Any:
+    return pickle.loads(zlib.decompress(blob))
+
+
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/castfind`` (``~/.cache/castfind`` when unset)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -128,15 +137,18 @@ class Cache:
         out: dict[str, Any] = {}
         for key, blob in self._select("facts", keys).items():
             try:
-                out[key] = pickle.loads(zlib.decompress(blob))
+                out[key] = decode_facts(blob)
             except (pickle.UnpicklingError, zlib.error, EOFError, AttributeError, TypeError, ValueError):
                 continue  # a damaged row is re-extracted and overwritten
         return out
 
     def put_many(self, items: dict[str, Any]) -> None:
         """Store facts in one transaction (all or nothing)."""
-        self._write("facts", [(k, zlib.compress(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL), 1))
-                              for k, v in items.items()])
+        self.put_blobs({k: encode_facts(v) for k, v in items.items()})
+
+    def put_blobs(self, items: dict[str, bytes]) -> None:
+        """Store facts already encoded with :func:`encode_facts`, in one transaction."""
+        self._write("facts", list(items.items()))
 
     def get_idents(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Newline-joined identifier sets by content key (see :meth:`Index.identifiers`)."""

@@ -8,6 +8,7 @@ from the content-addressed cache when present; misses are extracted in a process
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -15,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable, Iterable, Iterator
 
-from castfind.cache import Cache, content_key
+from castfind.cache import Cache, content_key, decode_facts, encode_facts
 from castfind.discover import DiscoveryError, SourceFile, discover, find_installed
 from castfind.extract import extract_source
 from castfind.facts import FileFacts
@@ -47,14 +48,30 @@ def _has_word(data: bytes, word: bytes) -> bool:
     return False
 
 
-def _extract_job(job: tuple[str, str, str, bool]) -> FileFacts:
+def _extract_job(job: tuple[str, str, str, bool]) -> bytes:
+    """Worker: extract one file and return its facts already encoded for the cache.
+
+    PERF: the worker pickles and compresses once; the main process decodes that blob and stores
+    the same bytes, instead of unpickling the pool's transfer and pickling again for the cache.
+    """
     abspath, module, path, is_pkg = job
     try:
         with open(abspath, "rb") as fh:
             data = fh.read()
     except OSError as e:
-        return FileFacts(module, path, is_pkg, error=(1, f"cannot read: {e.strerror}"))
-    return extract_source(data, module, path, is_pkg)
+        return encode_facts(FileFacts("", "", is_pkg, error=(1, f"cannot read: {e.strerror}")))
+    return encode_facts(replace(extract_source(data, module, path, is_pkg), module="", path=""))
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Workers forked from a small server that has imported only the extractor, not from a main
+    process holding every file's bytes (whose pages a plain fork would share and count per worker)."""
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["castfind.extract"])
+        return ctx
+    except ValueError:  # no forkserver on this platform
+        return multiprocessing.get_context()
 
 
 class Index:
@@ -233,30 +250,31 @@ class Index:
     def _extract(self, misses: list[SourceFile]) -> None:
         total = len(misses)
         jobs = [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in misses]
-        results: list[FileFacts]
+        blobs: list[bytes]
         if self.jobs > 1 and total >= _POOL_MIN:
             # Big files first, so one large file does not finish last on its own.
             order = sorted(range(total), key=lambda i: -len(self.data(misses[i])))
-            results_by_i: dict[int, FileFacts] = {}
-            with ProcessPoolExecutor(max_workers=self.jobs) as pool:
-                for n, (i, res) in enumerate(zip(order, pool.map(_extract_job, [jobs[i] for i in order], chunksize=4)), 1):
-                    results_by_i[i] = res
+            by_i: dict[int, bytes] = {}
+            with ProcessPoolExecutor(max_workers=self.jobs, mp_context=_pool_context()) as pool:
+                for n, (i, blob) in enumerate(zip(order, pool.map(_extract_job, [jobs[i] for i in order], chunksize=4)), 1):
+                    by_i[i] = blob
                     if self.progress:
                         self.progress(n, total)
-            results = [results_by_i[i] for i in range(total)]
+            blobs = [by_i[i] for i in range(total)]
         else:
-            results = []
+            blobs = []
             for n, (sf, job) in enumerate(zip(misses, jobs), 1):
-                results.append(extract_source(self.data(sf), job[1], job[2], job[3]))
+                facts = extract_source(self.data(sf), job[1], job[2], job[3])
+                blobs.append(encode_facts(replace(facts, module="", path="")))
                 if self.progress:
                     self.progress(n, total)
         self.parsed += total
         to_cache = {}
-        for sf, res in zip(misses, results):
-            self._store(sf, res)
-            to_cache[self.key(sf)] = replace(res, module="", path="")
+        for sf, blob in zip(misses, blobs):
+            self._store(sf, replace(decode_facts(blob), module=sf.module, path=sf.path, is_package=sf.is_package))
+            to_cache[self.key(sf)] = blob
         if self.cache:
-            self.cache.put_many(to_cache)
+            self.cache.put_blobs(to_cache)
 
     # -- modules --------------------------------------------------------------------------------
     def module_file(self, module: str) -> SourceFile | None:
