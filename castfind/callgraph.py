@@ -102,22 +102,33 @@ class CallGraph:
         return self.queries.select(("calls", node[1].rsplit(".", 1)[-1], node[0]))
 
     def _find_callers(self, node: Node) -> list[Node]:
+        files = self._files_calling(node)
+        # One memoised step per file, so an edit re-reads only the edited file's calls. The files
+        # no carried step covers are parsed together (in parallel when there are many).
+        self.index.load_files([sf for sf in files if not self.memo.has(("callers-in", node, sf.abspath))])
+        out: set[Node] = set()
+        for sf in files:
+            out.update(self.memo.step(("callers-in", node, sf.abspath), lambda sf=sf: self._callers_in(node, sf)))
+        return sorted(out)
+
+    def _callers_in(self, node: Node, sf) -> list[Node]:  # type: ignore[no-untyped-def]
+        """The functions of one file with a call that may reach ``node``."""
         name = node[1].rsplit(".", 1)[-1]
         node_cls = self.class_of(node)
         node_anc = self.ancestors(node_cls) if node_cls else frozenset()
         weak_ok = self.def_count(name) <= WEAK_FANOUT
+        facts = self.index.facts_of(sf)
+        defs = self.r.definitions(facts.module)
         out: set[Node] = set()
-        for facts in self.index.load_files(self._files_calling(node)):
-            defs = self.r.definitions(facts.module)
-            for cs in facts.calls:
-                if cs.func.rsplit(".", 1)[-1] != name or not cs.scope:
-                    continue
-                caller_def = defs.get(cs.scope)
-                if caller_def is None or caller_def.kind == "class":
-                    continue
-                caller = (facts.module, cs.scope)
-                if self._edge(cs.func, caller, node, node_cls, node_anc, weak_ok):
-                    out.add(caller)
+        for cs in facts.calls:
+            if cs.func.rsplit(".", 1)[-1] != name or not cs.scope:
+                continue
+            caller_def = defs.get(cs.scope)
+            if caller_def is None or caller_def.kind == "class":
+                continue
+            caller = (facts.module, cs.scope)
+            if self._edge(cs.func, caller, node, node_cls, node_anc, weak_ok):
+                out.add(caller)
         return sorted(out)
 
     def _edge(self, func: str, caller: Node, node: Node, node_cls: Node | None,

@@ -82,33 +82,48 @@ class GetterOracle:
                         return False
         return True
 
-    def infer(self, pool: list[FileFacts], grow: Callable[[set[str]], list[FileFacts]] | None = None) -> None:
-        """Fixpoint over the definitions in ``pool``; ``grow(new_names)`` adds files that name them."""
+    def _file_candidates(self, sf: SourceFile) -> list[tuple[str, str]]:
+        """``(name, kind)`` for each def of the file whose every return is a whole buffer, in order."""
+        facts = self.index.facts_of(sf)
+        by_scope: dict[str, list] = {}
+        for r in facts.returns:
+            by_scope.setdefault(r.scope, []).append(r)
+        out = []
+        for d in facts.definitions:
+            rets = by_scope.get(d.qualname)
+            if d.kind != "class" and rets:
+                k = self._returns_kind(facts, d.qualname, rets)
+                if k is not None:
+                    out.append((d.name, k))
+        return out
+
+    def infer(self, pool: list[SourceFile], grow: Callable[[set[str]], list[SourceFile]] | None = None) -> None:
+        """Fixpoint over the definitions in ``pool``; ``grow(new_names)`` adds files that name them.
+
+        Each file's candidates and each name's agreement are memoised steps (keyed by the getters
+        known so far), so an edit re-reads only the edited file.
+        """
         if not self.kinds:
             return
+        memo = self.queries.memo
         decided: set[str] = set()
         while True:
+            known = tuple(sorted(self.known.items()))
+            self.index.load_files([sf for sf in pool if not memo.has(("getters-in", sf.abspath, known))])
             cands: dict[str, str] = {}
-            for facts in pool:
-                by_scope: dict[str, list] = {}
-                for r in facts.returns:
-                    by_scope.setdefault(r.scope, []).append(r)
-                for d in facts.definitions:
-                    if d.kind == "class" or d.name in decided or d.name in cands:
-                        continue
-                    rets = by_scope.get(d.qualname)
-                    if rets:
-                        k = self._returns_kind(facts, d.qualname, rets)
-                        if k is not None:
-                            cands[d.name] = k
-            new = {n: k for n, k in cands.items() if self._agree(n, k)}
+            for sf in pool:
+                for name, k in memo.step(("getters-in", sf.abspath, known), lambda sf=sf: self._file_candidates(sf)):
+                    if name not in decided and name not in cands:
+                        cands[name] = k
+            new = {n: k for n, k in cands.items()
+                   if memo.step(("agree", n, k, known), lambda n=n, k=k: self._agree(n, k))}
             decided.update(cands)
             if not new:
                 return
             self.known.update(new)
             if grow is not None:
-                seen = {f.path for f in pool}
-                pool = pool + [f for f in grow(set(new)) if f.path not in seen]
+                seen = {sf.abspath for sf in pool}
+                pool = pool + [sf for sf in grow(set(new)) if sf.abspath not in seen]
 
 
 def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | None = None,
@@ -130,15 +145,15 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
 
     if demand:
         def infer() -> dict[str, str]:
-            grow = lambda names: index.load_files(queries.select(("contains", tuple(sorted(names)))))  # noqa: E731
-            oracle.infer(index.load_files(queries.select(("seed",))), grow)
+            oracle.infer(queries.select(("seed",)), lambda names: queries.select(("contains", tuple(sorted(names)))))
             return dict(oracle.known)
 
         oracle.known.update(memo.step(("oracle",), infer))
         chosen = queries.select(("cand", tuple(sorted(oracle.known))))
         candidates = [sf for sf in chosen if only is None or sf.abspath in only]
     else:
-        oracle.infer(index.load_files(files))
+        index.load_files(files)
+        oracle.infer(files)
         candidates = [sf for sf in files if only is None or sf.abspath in only]
 
     checker = Checker(rules, Provenance(rules, oracle.kind), graph)
