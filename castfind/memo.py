@@ -70,9 +70,10 @@ class Memo:
         self.prev_steps: dict[StepKey, tuple[Any, frozenset[str]]] = prev["steps"] if prev else {}
         self.prev_diagnostics: dict[str, list] = prev["diagnostics"] if prev else {}
         prev_modules: dict[str, str] = prev["modules"] if prev else {}
-        self.changed = {p for p, k in self.keys.items() if self.prev_keys.get(p) != k}
         removed = set(self.prev_keys) - set(self.keys)
         moved = {p for p in self.keys if p in prev_modules and prev_modules[p] != self.modules[p]}
+        # A file under a new module name counts as changed: a query may depend on its module.
+        self.changed = {p for p, k in self.keys.items() if self.prev_keys.get(p) != k} | moved
         self.invalid: set[str] = self.changed | removed | moved
         self.invalid |= {"m:" + prev_modules.get(p, "") for p in removed | moved}
         self.invalid |= {"m:" + self.modules[p] for p in self.changed if p not in self.prev_keys or p in moved}
