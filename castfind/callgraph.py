@@ -2,7 +2,7 @@
 
 The graph is a networkx ``DiGraph`` of qualified function names, grown *backwards* on demand from
 the functions that hold a flagged cast: the callers of ``f`` can only be in files whose text holds
-``f``'s name, so only those are parsed. Edges (DESIGN §4):
+a call of ``f``'s name (the ``("calls", …)`` text query), so only those are parsed. Edges (DESIGN §4):
 
 - direct calls resolved through the ``where`` resolver (imports, aliases, re-exports);
 - ``self.m()`` / ``cls.m()`` / ``super().m()``: class-hierarchy analysis — a call in class C
@@ -11,7 +11,9 @@ the functions that hold a flagged cast: the callers of ``f`` can only be in file
   when few functions bear that name (:data:`WEAK_FANOUT`).
 
 A reverse breadth-first search from the cast's function finds the nearest entry point, so the
-path a finding carries is a shortest one.
+path a finding carries is a shortest one. It does not go through a once-function (``__init__``,
+loaders, warm-up): building or loading an object is not a per-step path. Callers (per file) and
+hot paths are steps of the scan's :class:`~castfind.memo.Memo`, replayed when nothing they read changed.
 """
 
 from __future__ import annotations
