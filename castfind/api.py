@@ -108,7 +108,7 @@ def scan(
         from castfind import memo as carried
 
         mkey = carried.config_key(sorted(os.path.abspath(r) for r in effective_roots), tuple(cfg.exclude), ruleset)
-        memo = carried.Memo(index, carried.loads(index.cache.get_memo(mkey)), lambda key: None)
+        memo = carried.Memo(index, carried.loads(index.cache.get_memo(mkey)))
     out = _scan(index, ruleset, demand=demand, only=only_set, explain=explain, memo=memo)
     if memo is not None and memo.dirty and index.cache is not None:
         index.cache.put_memo(mkey, carried.dumps(memo.snapshot()))

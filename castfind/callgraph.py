@@ -23,6 +23,7 @@ from typing import Iterable
 
 import networkx as nx
 
+from castfind.discover import SourceFile
 from castfind.facts import from_dotted
 from castfind.index import Index
 from castfind.memo import Memo
@@ -37,6 +38,7 @@ SEARCH_BUDGET = 400
 
 Node = tuple[str, str]  # (module, qualname inside the module)
 
+
 def label(node: Node) -> str:
     return f"{node[0]}.{node[1]}" if node[1] else node[0]
 
@@ -48,7 +50,7 @@ class CallGraph:
         self.index = index
         self.r = resolver
         self.rules = rules
-        self.queries = queries or TextQueries(index, rules, Memo(index, None, lambda key: None))
+        self.queries = queries or TextQueries(index, rules, Memo(index))
         self.memo = self.queries.memo
         self.graph = nx.DiGraph()
         self._ancestors: dict[Node, tuple[frozenset[Node], frozenset[str]]] = {}
@@ -100,20 +102,24 @@ class CallGraph:
             self.graph.add_edge(label(c), label(node))
         return got
 
-    def _files_calling(self, node: Node) -> list:
+    def _files_calling(self, node: Node) -> list[SourceFile]:
         return self.queries.select(("calls", node[1].rsplit(".", 1)[-1], node[0]))
 
+    def _files_to_parse(self, node: Node) -> list[SourceFile]:
+        """The caller files of ``node`` whose per-file step no carried result covers."""
+        return [sf for sf in self._files_calling(node) if not self.memo.has(("callers-in", node, sf.abspath))]
+
     def _find_callers(self, node: Node) -> list[Node]:
-        files = self._files_calling(node)
         # One memoised step per file, so an edit re-reads only the edited file's calls. The files
         # no carried step covers are parsed together (in parallel when there are many).
-        self.index.load_files([sf for sf in files if not self.memo.has(("callers-in", node, sf.abspath))])
+        self.index.load_files(self._files_to_parse(node))
+        files = self._files_calling(node)
         out: set[Node] = set()
         for sf in files:
             out.update(self.memo.step(("callers-in", node, sf.abspath), lambda sf=sf: self._callers_in(node, sf)))
         return sorted(out)
 
-    def _callers_in(self, node: Node, sf) -> list[Node]:  # type: ignore[no-untyped-def]
+    def _callers_in(self, node: Node, sf: SourceFile) -> list[Node]:
         """The functions of one file with a call that may reach ``node``."""
         name = node[1].rsplit(".", 1)[-1]
         node_cls = self.class_of(node)
@@ -168,9 +174,9 @@ class CallGraph:
         while serving:
             expanded.update(serving)
             todo = [n for n in serving if not self.memo.has(("callers", n))]
-            files: dict[str, object] = {}
+            files: dict[str, SourceFile] = {}
             for n in todo:
-                for sf in self._files_calling(n):
+                for sf in self._files_to_parse(n):
                     files.setdefault(sf.abspath, sf)
             self.index.load_files(files.values())
             done: set[Node] = set()

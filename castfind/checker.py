@@ -71,16 +71,20 @@ class Checker:
             return None
         return origin
 
+    def _applicable(self, cast: Cast, origin: Origin, once: bool) -> list[Rule]:
+        """The rules, in file order, whose cast, buffer kind and once-ness fit this cast."""
+        return [r for r in self.rules.rules if cast.method in r.cast and origin.kind in r.buffers
+                and (r.once is None or r.once == once)]
+
     def needs_hot(self, facts: FileFacts, cast: Cast) -> bool:
-        """Will judging this cast ask the call graph whether its function is hot?"""
+        """May judging this cast ask the call graph whether its function is hot?"""
         if not cast.scope or cast.method not in self.rules.cast_methods() or cast_dtype(self.rules, cast) is None:
             return False
         origin = self.origin_of(facts, cast)
         if origin is None:
             return False
         once = is_once(self.rules, cast, origin.path)
-        return any(cast.method in r.cast and origin.kind in r.buffers and r.hot is not None
-                   and (r.once is None or r.once == once) for r in self.rules.rules)
+        return any(r.hot is not None for r in self._applicable(cast, origin, once))
 
     def check(self, facts: FileFacts, root: str, explain: bool = False) -> list[Finding]:
         out: list[Finding] = []
@@ -109,11 +113,7 @@ class Checker:
         why.append("runs once (initialisation, loading or memoised)" if once else "runs on every call")
         hot: tuple[str, ...] | None = None
         hot_known = False
-        for rule in self.rules.rules:
-            if cast.method not in rule.cast or origin.kind not in rule.buffers:
-                continue
-            if rule.once is not None and rule.once != once:
-                continue
+        for rule in self._applicable(cast, origin, once):
             if rule.hot is not None:
                 if not hot_known:
                     hot = self.graph.hot_path((facts.module, cast.scope)) if cast.scope else None

@@ -58,10 +58,10 @@ def config_key(*parts: Any) -> str:
 class Memo:
     """This run's steps and text queries, seeded from the previous run's where still valid."""
 
-    def __init__(self, index: "Index", previous: dict[str, Any] | None,
-                 predicate: Callable[["QueryKey"], "Predicate"]) -> None:
+    def __init__(self, index: "Index", previous: dict[str, Any] | None = None) -> None:
         self.index = index
-        self.predicate = predicate
+        # How to re-ask a query on a changed file; set by castfind.textquery.TextQueries.
+        self.predicate: Callable[["QueryKey"], "Predicate"] | None = None
         self.keys = {sf.abspath: index.key(sf) for sf in index.files}
         self.modules = {sf.abspath: sf.module for sf in index.files}
         prev = previous if isinstance(previous, dict) and previous.get("version") == MEMO_VERSION else None
@@ -74,14 +74,13 @@ class Memo:
         moved = {p for p in self.keys if p in prev_modules and prev_modules[p] != self.modules[p]}
         # A file under a new module name counts as changed: a query may depend on its module.
         self.changed = {p for p, k in self.keys.items() if self.prev_keys.get(p) != k} | moved
-        self.invalid: set[str] = self.changed | removed | moved
+        self.invalid: set[str] = self.changed | removed
         self.invalid |= {"m:" + prev_modules.get(p, "") for p in removed | moved}
         self.invalid |= {"m:" + self.modules[p] for p in self.changed if p not in self.prev_keys or p in moved}
         self._query_ok: dict[QueryKey, bool] = {}
         self.queries: dict[QueryKey, frozenset[str]] = {}
         self.steps: dict[StepKey, tuple[Any, frozenset[str]]] = {}
         self.replayed = 0
-        self.computed = 0
         self.dirty = prev is None or bool(self.invalid)
 
     # -- text queries ---------------------------------------------------------------------------
@@ -91,6 +90,7 @@ class Memo:
         if got is None:
             prev = self.prev_queries.get(key)
             if prev is not None:
+                assert self.predicate is not None, "a Memo with carried queries needs TextQueries"
                 pred = self.predicate(key)
                 fresh = {p for p in self.changed if pred(self.index.by_abspath[p], self.index.data(self.index.by_abspath[p]))}
                 got = frozenset((prev & self.keys.keys()) - self.changed | fresh)
@@ -126,7 +126,6 @@ class Memo:
                 with self.index.tracking() as deps:
                     value = compute()
                 got = (value, frozenset(deps))
-                self.computed += 1
                 self.dirty = True
             else:
                 self.replayed += 1

@@ -12,6 +12,7 @@ Modules are parsed only when a resolution reaches them (:meth:`Index.facts`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Import, Name, Seq, dotted, from_dotted
 from castfind.index import Index
@@ -108,7 +109,7 @@ class Resolver:
         key = (module, "", name)
         return self._memoised(key, lambda: self._lookup(module, name, depth))
 
-    def _memoised(self, key: tuple[str, str, str], compute) -> list[Resolved]:  # type: ignore[no-untyped-def]
+    def _memoised(self, key: tuple[str, str, str], compute: Callable[[], list[Resolved]]) -> list[Resolved]:
         got = self._memo.get(key)
         if got is not None:
             self.index.note_all(got[1])

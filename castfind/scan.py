@@ -137,7 +137,7 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
     index.read_all()
     files = index.files
     if memo is None or explain or not demand:
-        memo = Memo(index, None, lambda key: None)
+        memo = Memo(index)
     queries = TextQueries(index, rules, memo)
     resolver = Resolver(index)
     graph = CallGraph(index, resolver, rules, queries)
