@@ -1,21 +1,18 @@
 """Extract: one source file → one :class:`~castfind.facts.FileFacts`. The only stage that touches libcst.
 
-PERF: libcst's metadata providers (positions, scopes, qualified names) cost several times the parse,
-and even a plain ``CSTVisitor`` walk costs about as much as the parse. So we walk the tree *once*
-through libcst's own code generator: a :class:`~libcst._nodes.internal.CodegenState` subclass sees
-every node in source order (``before_codegen``/``after_codegen``) and every token, so it counts lines
-itself and records positions only for the few node types we keep. Tokens are counted, not stored.
-Scopes (class/function nesting), loop depth and enclosing ``if``/``try`` are tracked on small stacks.
+The tree is walked *once*, through :mod:`castfind.cstwalk` (libcst's code generator, which sees every
+node in source order and every token, so lines and columns come from the walk itself). Scopes
+(class/function nesting), loop depth and enclosing ``if``/``try`` are tracked on small stacks.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any, Callable
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState
+
+from castfind.cstwalk import TokenWalker, walk
 
 from castfind.facts import (
     Assign,
@@ -130,40 +127,6 @@ _BINOPS = {
 _WS = re.compile(r"\s+")
 
 
-class _Null:
-    """A reusable no-op context manager for nodes whose position we do not keep."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_NULL = _Null()
-
-
-class _Pos:
-    __slots__ = ("walker", "node", "start")
-
-    def __init__(self, walker: "_Walker", node: cst.CSTNode) -> None:
-        self.walker = walker
-        self.node = node
-        self.start = 0
-
-    def __enter__(self) -> None:
-        self.start = self.walker.line
-        self.walker.on_start(self.node, self.start)
-
-    def __exit__(self, *exc: object) -> None:
-        w = self.walker
-        # The last token of a compound statement is its newline: the node ends on the line before.
-        end = w.line - 1 if w.at_line_start and w.line > self.start else w.line
-        w.on_end(self.node, self.start, end)
-
-
 class _Frame:
     """A scope being walked: module, class or function."""
 
@@ -177,14 +140,14 @@ class _Frame:
         self.loop_base = loop_base
 
 
-class _Walker(CodegenState):
+class _Walker(TokenWalker):
     """The single pass. libcst drives it by generating code; we listen."""
 
+    positioned = frozenset({cst.Call, cst.FunctionDef, cst.ClassDef})
+
     def __init__(self, module: cst.Module) -> None:
-        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        super().__init__(module)
         self.module = module
-        self.line = 1
-        self.at_line_start = True
         self.scopes: list[_Frame] = [_Frame("", "module", module, 1, 0)]
         self.loop_depth = 0
         self.cond_depth = 0
@@ -230,36 +193,15 @@ class _Walker(CodegenState):
             cst.GeneratorExp: self._loop_leave,
         }
 
-    # -- token stream: count lines only -------------------------------------------------------
-    def add_token(self, value: str) -> None:
-        if "\n" in value:
-            self.line += value.count("\n")
-            self.at_line_start = value.endswith("\n")
-        elif value:
-            self.at_line_start = False
-
-    def add_indent_tokens(self) -> None:
-        if self.indent_tokens:
-            self.at_line_start = False
-
-    def pop_trailing_newline(self) -> None:
-        return None
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
+    def before(self, node: cst.CSTNode) -> None:
         h = self._before.get(type(node))
         if h is not None:
             h(node)
 
-    def after_codegen(self, node: cst.CSTNode) -> None:
+    def after(self, node: cst.CSTNode) -> None:
         h = self._after.get(type(node))
         if h is not None:
             h(node)
-
-    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Any = None, end_node: Any = None) -> Any:
-        t = type(node)
-        if t is cst.Call or t is cst.FunctionDef or t is cst.ClassDef:
-            return _Pos(self, node)
-        return _NULL
 
     # -- scopes --------------------------------------------------------------------------------
     @property
@@ -274,9 +216,9 @@ class _Walker(CodegenState):
             return f"{top.qualname}.{name}"
         return f"{top.qualname}.<locals>.{name}"
 
-    def on_start(self, node: cst.CSTNode, line: int) -> None:
+    def on_start(self, node: cst.CSTNode, line: int, column: int) -> None:
         if isinstance(node, cst.Call):
-            self._call(node, line)
+            self._call(node, line, column)
             return
         name = node.name.value  # type: ignore[attr-defined]
         qual = self._child_qualname(name)
@@ -421,7 +363,7 @@ class _Walker(CodegenState):
         self.loop_depth -= 1
 
     # -- calls ---------------------------------------------------------------------------------
-    def _call(self, node: cst.Call, line: int) -> None:
+    def _call(self, node: cst.Call, line: int, column: int) -> None:
         func = node.func
         scope = self.scope
         fname = _name_of(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
@@ -433,7 +375,7 @@ class _Walker(CodegenState):
         if fname in ("getattr", "importlib.import_module", "import_module", "__import__"):
             self._dynamic(node, fname)
         if isinstance(func, cst.Attribute) and func.attr.value in CAST_METHODS:
-            self._cast(node, func, line)
+            self._cast(node, func, line, column)
 
     def _assigned_target(self, node: cst.Call) -> str | None:
         a = self.cur_assign
@@ -454,7 +396,7 @@ class _Walker(CodegenState):
             self.dynamic.append(Dynamic(self._assigned_target(node), self.line, self.scope,
                                         f"{fname}() with a module path computed at run time"))
 
-    def _cast(self, node: cst.Call, func: cst.Attribute, line: int) -> None:
+    def _cast(self, node: cst.Call, func: cst.Attribute, line: int, column: int) -> None:
         call = to_expr(node)
         assert isinstance(call, Call)
         guards = tuple(
@@ -465,9 +407,8 @@ class _Walker(CodegenState):
         text = _WS.sub(" ", code).strip()
         # The end line: the call's own text may span lines (arguments on their own lines).
         end = line + code.strip().count("\n")
-        col = 1  # filled in by extract_source(), which has the line's text
         self.casts.append(
-            Cast(func.attr.value, to_expr(func.value), call.args, call.kwargs, line, end, col,
+            Cast(func.attr.value, to_expr(func.value), call.args, call.kwargs, line, end, column,
                  self.scope, text[:300], self.loop_depth - self.scopes[-1].loop_base, guards,
                  self._assigned_target(node))
         )
@@ -492,10 +433,9 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         return FileFacts(module, path, is_package, error=(1, f"cannot parse: {type(e).__name__}: {e}"))
     w = _Walker(tree)
     try:
-        tree._codegen(w)
+        walk(tree, w)
     except RecursionError as e:
         return FileFacts(module, path, is_package, error=(1, f"too deeply nested to walk: {e}"))
-    casts = tuple(_with_column(c, source) for c in w.casts)
     return FileFacts(
         module=module,
         path=path,
@@ -505,26 +445,7 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         assigns=tuple(w.assigns),
         calls=tuple(w.calls),
         returns=tuple(w.returns),
-        casts=casts,
+        casts=tuple(w.casts),
         dynamic=tuple(w.dynamic),
         all_names=tuple(w.all_names) if w.all_names is not None else None,
     )
-
-
-_line_cache: dict[int, list[bytes]] = {}
-
-
-def _with_column(c: Cast, source: bytes) -> Cast:
-    """Column of the cast's receiver start on its first line (1-based), found from the source text."""
-    lines = _line_cache.get(id(source))
-    if lines is None:
-        _line_cache.clear()
-        lines = source.splitlines()
-        _line_cache[id(source)] = lines
-    if 0 < c.line <= len(lines):
-        text = lines[c.line - 1].decode("utf-8", "replace")
-        head = c.text.split("(", 1)[0].split(".", 1)[0].strip()
-        i = text.find(head) if head else -1
-        col = (i if i >= 0 else len(text) - len(text.lstrip())) + 1
-        return replace(c, column=col)
-    return c

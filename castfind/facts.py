@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Union
 
 # Bump when the extractor's output changes: it is part of the cache key.
-EXTRACTOR_VERSION = 4
+EXTRACTOR_VERSION = 5
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,119 @@
+"""The one place castfind uses libcst's private code generator (an adapter with its own test).
+
+PERF: libcst's metadata providers (positions, scopes) cost several times the parse, and even a
+plain ``CSTVisitor`` walk costs about as much as the parse. Generating code walks the tree once,
+in source order, through every node and every token; a ``CodegenState`` subclass that listens to
+it gets node starts and ends plus exact positions for the price of the walk. That class and
+``Module._codegen`` are libcst internals, so they are used here and nowhere else, under a version
+bound in ``pyproject.toml``; ``tests/test_cstwalk.py`` checks the positions against libcst's
+public ``PositionProvider`` on real code, so a libcst change that breaks this shows there first.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import AbstractContextManager
+from typing import Any
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+# Python's own line breaks (the tokenizer's, and libcst's position provider's): \r\n, \r, \n.
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+class _Null:
+    """A reusable no-op context manager for nodes whose position no one asked for."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL = _Null()
+
+
+class _Span:
+    """Reports a node's start (line, 1-based column) on entry and its end line on exit."""
+
+    __slots__ = ("walker", "node", "line")
+
+    def __init__(self, walker: TokenWalker, node: cst.CSTNode) -> None:
+        self.walker = walker
+        self.node = node
+        self.line = 0
+
+    def __enter__(self) -> None:
+        w = self.walker
+        self.line = w.line
+        w.on_start(self.node, w.line, w.column + 1)
+
+    def __exit__(self, *exc: object) -> None:
+        w = self.walker
+        # The last token of a compound statement is its newline: the node ends on the line before.
+        end = w.line - 1 if w.column == 0 and w.line > self.line else w.line
+        w.on_end(self.node, self.line, end)
+
+
+class TokenWalker(CodegenState):
+    """Listens to libcst generating a module's code: tracks line and column, hooks nodes.
+
+    Subclasses set :attr:`positioned` (the node types whose span they want) and override
+    :meth:`on_start` / :meth:`on_end` (spans) and :meth:`before` / :meth:`after` (every node).
+    Tokens are counted, never stored.
+    """
+
+    positioned: frozenset[type] = frozenset()
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.line = 1  # 1-based
+        self.column = 0  # 0-based, in characters, on the current line
+
+    # -- the code generator's callbacks (libcst internals) --------------------------------------
+    def add_token(self, value: str) -> None:
+        if "\n" in value or "\r" in value:
+            parts = _NEWLINE.split(value)
+            self.line += len(parts) - 1
+            self.column = len(parts[-1])
+        else:
+            self.column += len(value)
+
+    def add_indent_tokens(self) -> None:
+        for t in self.indent_tokens:
+            self.column += len(t)
+
+    def pop_trailing_newline(self) -> None:
+        return None
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self.before(node)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        self.after(node)
+
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Any = None,
+                                  end_node: Any = None) -> AbstractContextManager[None]:
+        return _Span(self, node) if type(node) in self.positioned else _NULL
+
+    # -- for subclasses ---------------------------------------------------------------------------
+    def before(self, node: cst.CSTNode) -> None:
+        """Every node, in source order, before its first token."""
+
+    def after(self, node: cst.CSTNode) -> None:
+        """Every node, after its last token."""
+
+    def on_start(self, node: cst.CSTNode, line: int, column: int) -> None:
+        """A positioned node starts at ``line``, ``column`` (both 1-based)."""
+
+    def on_end(self, node: cst.CSTNode, start: int, end: int) -> None:
+        """A positioned node spans lines ``start`` to ``end``."""
+
+
+def walk(module: cst.Module, walker: TokenWalker) -> None:
+    """Drive ``walker`` over ``module`` (may raise RecursionError on very deep trees)."""
+    module._codegen(walker)
