@@ -24,6 +24,7 @@ def open_index(
     use_cache: bool = True,
     jobs: int | None = None,
     follow_installed: bool = False,
+    max_file_size: int | None = None,
     progress: ProgressFn | None = None,
 ) -> Index:
     """Discover the files under ``roots`` and open the facts cache. Parses nothing yet."""
@@ -31,6 +32,7 @@ def open_index(
     return Index.from_roots(
         roots or ["."],
         exclude=exclude,
+        max_file_size=max_file_size,
         cache=cache,
         jobs=jobs if jobs else (os.cpu_count() or 1),
         follow_installed=follow_installed,

@@ -1,6 +1,7 @@
 """The command line. It only parses arguments, calls :mod:`castfind.api`, prints and picks exit codes.
 
-Exit codes: 0 clean / found, 1 findings (or, for ``where``, nothing found), 2 usage or input error.
+Exit codes: 0 clean / found, 1 findings (or, for ``where``, nothing found), 2 usage or input error,
+or (``scan``) a file Python accepts that castfind could not analyse.
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ CacheDirOpt = typer.Option(None, "--cache-dir", help="Facts cache folder. Defaul
 NoCacheOpt = typer.Option(False, "--no-cache", help="Neither read nor write the facts cache.")
 JobsOpt = typer.Option(0, "--jobs", "-j", help="Parallel parser processes. Default: the number of cores.")
 ExcludeOpt = typer.Option(None, "--exclude", help="Glob of paths to skip (repeatable), e.g. 'test/*'.")
+MaxSizeOpt = typer.Option("2M", "--max-file-size", metavar="SIZE",
+                          help="Skip (with a diagnostic) .py files larger than this: bytes, or with K or M, e.g. 500K.")
+
+
+def _size(text: str) -> int:
+    """``--max-file-size``: ``2M``, ``500K`` or plain bytes."""
+    t = text.strip().upper().removesuffix("B")
+    scale = {"K": 1024, "M": 1024 * 1024}.get(t[-1:], 1)
+    digits = t[:-1] if scale > 1 else t
+    if not digits.isdigit() or int(digits) == 0:
+        _fail(f"--max-file-size {text}: expected a positive size such as 2M, 500K or 1048576")
+    return int(digits) * scale
 
 
 @app.command()
@@ -76,6 +89,7 @@ def where(
     no_cache: bool = NoCacheOpt,
     jobs: int = JobsOpt,
     exclude: Optional[list[str]] = ExcludeOpt,
+    max_file_size: str = MaxSizeOpt,
 ) -> None:
     """Where is SYMBOL really defined? Follows aliases, re-exports, star imports and returned callables.
 
@@ -96,7 +110,7 @@ def where(
     try:
         res = api.where(symbol, list(root or []), at_loc, exclude=tuple(exclude or ()), cache_dir=cache_dir,
                         use_cache=not no_cache, jobs=jobs or None, follow_installed=follow_installed,
-                        progress=_progress("parsing"))
+                        max_file_size=_size(max_file_size), progress=_progress("parsing"))
     except (DiscoveryError, WhereError) as e:
         _fail(str(e))
     if json_out:
@@ -133,6 +147,7 @@ def scan(
     no_cache: bool = NoCacheOpt,
     jobs: int = JobsOpt,
     exclude: Optional[list[str]] = ExcludeOpt,
+    max_file_size: str = MaxSizeOpt,
 ) -> None:
     """Flag whole-buffer dtype casts (KV caches, whole weights) on hot paths, ranked by how bad they are.
 
@@ -167,7 +182,8 @@ def scan(
                        entry_points=list(entry_point or []), fail_on=fail_on, baseline=baseline,
                        write_baseline=write_baseline, traces=list(trace or []), demand=not eager,
                        explain=explain_at is not None, exclude=tuple(exclude or ()), cache_dir=cache_dir,
-                       use_cache=not no_cache, jobs=jobs or None, progress=_progress("parsing"))
+                       use_cache=not no_cache, jobs=jobs or None, max_file_size=_size(max_file_size),
+                       progress=_progress("parsing"))
     except errors as e:
         _fail(f"{e}")
     report = run.report
@@ -189,6 +205,11 @@ def scan(
         typer.echo(text_report.render(report, src.line, color=color), nl=False)
     if run.wrote_baseline:
         typer.echo(f"castfind: wrote {len(report.findings)} finding(s) to {run.wrote_baseline}", err=True)
+    unsupported = [d for d in report.diagnostics if d.kind == "unsupported"]
+    if unsupported:
+        typer.echo(f"castfind: {len(unsupported)} file(s) Python accepts could not be analysed "
+                   f"(first: {unsupported[0].path}); findings there may be missing — exit 2", err=True)
+        raise typer.Exit(2)
     raise typer.Exit(exit_code(report.findings, run.fail_on))
 
 

@@ -14,6 +14,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from castfind.types import Diagnostic
+
+#: Files larger than this are not parsed (``--max-file-size``): parse time and memory grow faster
+#: than the size (a 5 MB generated module took minutes and gigabytes). The largest module of the
+#: sglang and flashinfer wheels is 1.2 MB.
+DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024
+
 #: Folders never walked into.
 SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", "build", "dist", "node_modules", ".tox", ".nox",
@@ -45,8 +52,14 @@ def _is_venv(dirpath: str, names: list[str]) -> bool:
     return "pyvenv.cfg" in names
 
 
-def discover(roots: list[str], exclude: tuple[str, ...] = ()) -> list[SourceFile]:
-    """Every ``.py`` file under ``roots`` (sorted, de-duplicated by absolute path)."""
+def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int = DEFAULT_MAX_FILE_SIZE,
+             skipped: list[Diagnostic] | None = None) -> list[SourceFile]:
+    """Every ``.py`` file under ``roots`` (sorted, de-duplicated by absolute path).
+
+    Files that cannot be used (over ``max_size`` bytes, a symlink loop, unreadable) are left out,
+    each with a diagnostic appended to ``skipped``.
+    """
+    notes: list[Diagnostic] = [] if skipped is None else skipped
     out: list[SourceFile] = []
     seen: set[str] = set()
     for root in roots:
@@ -60,7 +73,7 @@ def discover(roots: list[str], exclude: tuple[str, ...] = ()) -> list[SourceFile
                     seen.add(ap)
                     out.append(SourceFile(str(base.parent), base.name, ap, _module_for_file(base), base.name == "__init__.py"))
             continue
-        for sf in _walk(root, base.resolve(), exclude):
+        for sf in _walk(root, base.resolve(), exclude, max_size, notes):
             if sf.abspath not in seen:
                 seen.add(sf.abspath)
                 out.append(sf)
@@ -77,7 +90,25 @@ def _module_for_file(path: Path) -> str:
     return ".".join(reversed(parts))
 
 
-def _walk(root: str, base: Path, exclude: tuple[str, ...]) -> list[SourceFile]:
+def _usable(entry: os.DirEntry[str], rel: str, max_size: int, notes: list[Diagnostic]) -> bool:
+    """A ``.py`` entry is a regular file (through symlinks) no larger than ``max_size``."""
+    try:
+        if not entry.is_file():
+            return False
+        size = entry.stat().st_size
+    except OSError as e:
+        notes.append(Diagnostic(rel, 0, f"cannot read: {e.strerror} (file skipped; fix the link or add it to --exclude)",
+                                "read-error"))
+        return False
+    if size > max_size:
+        notes.append(Diagnostic(rel, 0, f"{size / 1048576:.1f} MB, over --max-file-size "
+                                        f"({max_size / 1048576:.1f} MB): file skipped; raise the limit to scan it",
+                                "too-large"))
+        return False
+    return True
+
+
+def _walk(root: str, base: Path, exclude: tuple[str, ...], max_size: int, notes: list[Diagnostic]) -> list[SourceFile]:
     out: list[SourceFile] = []
     # Stack of (folder, module prefix or None when not inside a package)
     stack: list[tuple[Path, list[str] | None]] = [(base, None)]
@@ -106,7 +137,7 @@ def _walk(root: str, base: Path, exclude: tuple[str, ...]) -> list[SourceFile]:
                     continue
                 sub = None if prefix is None else [*prefix, e.name]
                 stack.append((Path(e.path), sub))
-            elif e.name.endswith(".py") and e.is_file():
+            elif e.name.endswith(".py") and _usable(e, rel, max_size, notes):
                 stem = e.name[:-3]
                 if prefix is not None:
                     mod_parts = prefix if stem == "__init__" else [*prefix, stem]

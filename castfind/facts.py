@@ -241,7 +241,8 @@ class FileFacts:
     casts: tuple[Cast, ...] = ()
     dynamic: tuple[Dynamic, ...] = ()
     all_names: tuple[str, ...] | None = None
-    error: tuple[int, str] | None = None  # (line, message) when the file did not parse
+    error: tuple[int, str] | None = None  # (line, message) when the file could not be analysed
+    error_kind: str = "parse-error"  # parse-error (Python rejects it too) | unsupported (castfind only)
 
 
 def _reduce(self):  # type: ignore[no-untyped-def]

@@ -126,7 +126,7 @@ def filter_suppressed(
         if key not in cache:
             try:
                 cache[key] = read_lines(f.root, f.path)
-            except (OSError, UnicodeDecodeError) as exc:
+            except (OSError, UnicodeError) as exc:
                 cache[key] = None
                 diagnostics.append(
                     Diagnostic(f.path, 0, f"cannot read file to check suppressions: {exc}", kind="read-error")

@@ -11,13 +11,17 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable, Iterable, Iterator
 
+from castfind import sourcetext
 from castfind.cache import Cache, content_key, decode_facts, encode_facts
-from castfind.discover import DiscoveryError, SourceFile, discover, find_installed
+from castfind.discover import DEFAULT_MAX_FILE_SIZE, DiscoveryError, SourceFile, discover, find_installed
 from castfind.extract import extract_source
 from castfind.facts import FileFacts
 from castfind.types import Diagnostic
@@ -63,15 +67,31 @@ def _extract_job(job: tuple[str, str, str, bool]) -> bytes:
     return encode_facts(replace(extract_source(data, module, path, is_pkg), module="", path=""))
 
 
-def _pool_context() -> multiprocessing.context.BaseContext:
-    """Workers forked from a small server that has imported only the extractor, not from a main
-    process holding every file's bytes (whose pages a plain fork would share and count per worker)."""
-    try:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["castfind.extract"])
-        return ctx
-    except ValueError:  # no forkserver on this platform
-        return multiprocessing.get_context()
+def _watch_parent(parent: int) -> None:
+    """Worker initializer: exit as soon as the process that started the pool is gone.
+
+    A scan killed with SIGKILL (or SIGTERM, whose default action skips every clean-up) cannot shut
+    its pool down; an orphaned worker is re-parented, so polling the parent pid finds that out.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="castfind-parent-watch", daemon=True).start()
+
+
+def _new_pool(workers: int) -> ProcessPoolExecutor:
+    """Workers *spawned* fresh (they import only the extractor): they share no pages with a main
+    process holding every file's bytes, and each dies with the process that started it."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_watch_parent, initargs=(os.getpid(),))
+
+
+def _crashed(sf: SourceFile) -> bytes:
+    return encode_facts(FileFacts("", "", sf.is_package, error=(1, "castfind's parser crashed on this file"),
+                                  error_kind="unsupported"))
 
 
 class Index:
@@ -107,8 +127,13 @@ class Index:
         self.loaded = 0  # files whose facts were loaded, from cache or parsed
 
     @classmethod
-    def from_roots(cls, roots: list[str], exclude: tuple[str, ...] = (), **kw) -> "Index":
-        return cls(discover(roots, exclude), **kw)
+    def from_roots(cls, roots: list[str], exclude: tuple[str, ...] = (), max_file_size: int | None = None,
+                   **kw) -> "Index":
+        skipped: list[Diagnostic] = []
+        size = DEFAULT_MAX_FILE_SIZE if max_file_size is None else max_file_size
+        index = cls(discover(roots, exclude, max_size=size, skipped=skipped), **kw)
+        index.diagnostics.extend(skipped)
+        return index
 
     # -- text -----------------------------------------------------------------------------------
     def data(self, sf: SourceFile) -> bytes:
@@ -130,7 +155,7 @@ class Index:
             self.data(sf)
 
     def lines(self, sf: SourceFile) -> list[str]:
-        return self.data(sf).decode("utf-8", "replace").splitlines()
+        return sourcetext.lenient_lines(self.data(sf))
 
     def line_text(self, sf: SourceFile, line: int) -> str:
         ls = self.lines(sf)
@@ -243,7 +268,11 @@ class Index:
         self.loaded += 1
         if facts.error is not None:
             line, msg = facts.error
-            d = Diagnostic(sf.path, line, f"{msg} (file skipped; fix it or add it to --exclude)", "parse-error")
+            if facts.error_kind == "unsupported":
+                msg += " (Python accepts this file but castfind cannot analyse it: findings there may be missing; add it to --exclude to accept that)"
+            else:
+                msg += " (file skipped; fix it or add it to --exclude)"
+            d = Diagnostic(sf.path, line, msg, facts.error_kind)
             self.diagnostics.append(d)
             self.file_diagnostics.setdefault(sf.abspath, []).append(d)
 
@@ -254,12 +283,7 @@ class Index:
         if self.jobs > 1 and total >= _POOL_MIN:
             # Big files first, so one large file does not finish last on its own.
             order = sorted(range(total), key=lambda i: -len(self.data(misses[i])))
-            by_i: dict[int, bytes] = {}
-            with ProcessPoolExecutor(max_workers=self.jobs, mp_context=_pool_context()) as pool:
-                for n, (i, blob) in enumerate(zip(order, pool.map(_extract_job, [jobs[i] for i in order], chunksize=4)), 1):
-                    by_i[i] = blob
-                    if self.progress:
-                        self.progress(n, total)
+            by_i = self._extract_in_pool(misses, jobs, order)
             blobs = [by_i[i] for i in range(total)]
         else:
             blobs = []
@@ -275,6 +299,34 @@ class Index:
             to_cache[self.key(sf)] = blob
         if self.cache:
             self.cache.put_blobs(to_cache)
+
+    def _extract_in_pool(self, misses: list[SourceFile], jobs: list[tuple[str, str, str, bool]],
+                         order: list[int], work: Callable[[tuple[str, str, str, bool]], bytes] = _extract_job,
+                         ) -> dict[int, bytes]:
+        """Extract in worker processes. A worker that dies (a parser crash) breaks the pool: the
+        files then in flight are retried one at a time in a pool of their own, and a file that
+        breaks that too becomes an ``unsupported`` diagnostic; the rest go on in a fresh pool."""
+        by_i: dict[int, bytes] = {}
+        todo = list(order)
+        chunk = 4
+        while todo:
+            try:
+                with _new_pool(self.jobs) as pool:
+                    for i, blob in zip(todo, pool.map(work, [jobs[i] for i in todo], chunksize=chunk)):
+                        by_i[i] = blob
+                        if self.progress:
+                            self.progress(len(by_i), len(misses))
+                todo = []
+            except BrokenProcessPool:
+                todo = [i for i in todo if i not in by_i]
+                suspects, todo = todo[: self.jobs * chunk], todo[self.jobs * chunk:]
+                for i in suspects:
+                    try:
+                        with _new_pool(1) as alone:
+                            by_i[i] = alone.submit(work, jobs[i]).result()
+                    except BrokenProcessPool:
+                        by_i[i] = _crashed(misses[i])
+        return by_i
 
     # -- modules --------------------------------------------------------------------------------
     def module_file(self, module: str) -> SourceFile | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from castfind import sourcetext
 from castfind.findings import BaselineEntry
 from castfind.types import Diagnostic, Finding
 
@@ -61,8 +62,11 @@ class SourceCache:
         """The file's lines (without line endings); errors propagate."""
         key = (root, path)
         if key not in self._files:
-            text = (Path(root) / path).read_text(encoding="utf-8", errors="strict")
-            self._files[key] = text.splitlines()
+            try:
+                text = sourcetext.decode((Path(root) / path).read_bytes())
+            except SyntaxError as e:  # an unknown codec named in the coding line
+                raise UnicodeError(f"cannot decode: {e.msg}") from e
+            self._files[key] = sourcetext.lines(text)
         return self._files[key]
 
     def line(self, root: str, path: str, number: int) -> str | None:
@@ -74,7 +78,7 @@ class SourceCache:
         """
         try:
             lines = self.lines(root, path)
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeError):
             return None
         if 1 <= number <= len(lines):
             return lines[number - 1]
