@@ -43,17 +43,32 @@ def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
+def _is_stream(path: str | os.PathLike[str]) -> bool:
+    """A device, FIFO or socket (``/dev/null``, ``/dev/stdout``, ``>(...)``): written in place.
+
+    Replacing one with a regular file would be wrong (and, as root, would replace ``/dev/null``).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def check_output_file(path: str | os.PathLike[str], hint: str = "pass a path in a writable folder") -> None:
     """Raise :class:`OutputPathError` unless :func:`atomic_write_bytes` can write ``path``.
 
     Creates nothing that stays: the nearest existing folder on the way to ``path`` gets a probe
     file, created and deleted at once. ``hint`` is the "what to do" part of the message.
+    A device or FIFO (``/dev/null``) only has to be writable.
     """
+    if _is_stream(path):
+        if not os.access(path, os.W_OK):
+            raise OutputPathError(path, f"is not writable — {hint}")
+        return
     target = Path(os.path.realpath(path))
     if target.is_dir():
         raise OutputPathError(path, f"is a folder — {hint}")
-    if target.exists() and not target.is_file():
-        raise OutputPathError(path, f"is not a regular file — {hint}")
     folder = target.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -87,8 +102,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 
     A reader sees either the old file or the whole new one, never a partial write. A symlink
     is written through (its target is replaced; the link stays). A new file gets the mode the
-    umask gives (0644 under umask 022); a replaced file keeps its mode.
+    umask gives (0644 under umask 022); a replaced file keeps its mode. A device or FIFO
+    (``/dev/null``, ``/dev/stdout``) is written in place.
     """
+    if _is_stream(path):
+        with open(path, "wb") as stream:
+            stream.write(data)
+        return
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
