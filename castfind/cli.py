@@ -365,6 +365,30 @@ def rules_validate(
     typer.echo("rule files are valid")
 
 
+@app.command("init")
+def init_command(
+    folder: str = typer.Argument(".", help="The project folder (default: the current one)."),
+) -> None:
+    """Set a project up for castfind: a starter \\[tool.castfind] section and the pre-commit hook.
+
+    pyproject.toml: created with a \\[tool.castfind] section, or the section is appended (CRLF line endings are kept; a symlinked file's target is edited, the link stays). An existing \\[tool.castfind] section is never touched.
+
+    .pre-commit-config.yaml: created with the castfind hook. An existing one is never rewritten (that would lose its comments and layout): the entry to paste is printed instead.
+
+    It only ever adds, so running it again changes nothing. Exit 0 when done, 2 when FOLDER is not a folder or a file cannot be read or written.
+
+    Example: castfind init .
+    """
+    from castfind.init import init
+
+    try:
+        lines = init(folder)
+    except OSError as e:
+        _fail(_os_error(e, folder, "pass an existing project folder you can write in"))
+    for line in lines:
+        typer.echo(line)
+
+
 def _runtime_unavailable(name: str, exc: Exception) -> Callable[[], None]:
     why = " ".join(f"{type(exc).__name__}: {exc}".split())
 
