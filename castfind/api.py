@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from castfind.cache import Cache, default_cache_dir
+from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.index import Index, ProgressFn
 from castfind.types import Diagnostic
 from castfind.where import WhereResult, where as _where
@@ -27,9 +28,13 @@ def open_index(
     max_file_size: int | None = None,
     progress: ProgressFn | None = None,
 ) -> Index:
-    """Discover the files under ``roots`` and open the facts cache. Parses nothing yet."""
-    cache = Cache(Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
-    return Index.from_roots(
+    """Discover the files under ``roots`` and open the facts cache. Parses nothing yet.
+
+    Raises :class:`~castfind.fsutil.OutputPathError` when ``cache_dir`` cannot be used; when the
+    default cache folder cannot, the index runs without a cache and says so in a diagnostic.
+    """
+    cache, notice = _open_cache(cache_dir) if use_cache else (None, None)
+    index = Index.from_roots(
         roots or ["."],
         exclude=exclude,
         max_file_size=max_file_size,
@@ -38,6 +43,33 @@ def open_index(
         follow_installed=follow_installed,
         progress=progress,
     )
+    if notice is not None:
+        index.diagnostics.append(notice)
+    return index
+
+
+def _open_cache(cache_dir: str | os.PathLike[str] | None) -> tuple[Cache | None, Diagnostic | None]:
+    if cache_dir:
+        return Cache(ensure_folder(cache_dir, "pass a writable folder to --cache-dir, or --no-cache")), None
+    directory = default_cache_dir()
+    try:
+        ensure_folder(directory, "set XDG_CACHE_HOME to a writable folder, or pass --cache-dir DIR or --no-cache")
+    except OutputPathError as exc:
+        return None, Diagnostic(str(directory), 0, f"continuing without a cache: {exc.reason}", "cache")
+    return Cache(directory), None
+
+
+def _check_only_files(paths: list[str], roots: list[str]) -> None:
+    """``--only`` files must exist and lie inside a root, or nothing would be reported on them."""
+    from castfind.discover import DiscoveryError
+
+    bases = {b for r in roots for b in (os.path.abspath(r), os.path.realpath(r))}
+    for p in paths:
+        if not os.path.exists(p):
+            raise DiscoveryError(p, "no such file; --only takes existing files inside a root")
+        forms = {os.path.abspath(p), os.path.realpath(p)}
+        if not any(f == b or f.startswith(b.rstrip(os.sep) + os.sep) for f in forms for b in bases):
+            raise DiscoveryError(p, f"outside every root ({', '.join(roots)}) — pass --root FOLDER that holds it")
 
 
 def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None, **index_options) -> WhereResult:
@@ -78,7 +110,8 @@ def scan(
 
     ``paths`` are the roots, or with ``only=True`` the files to report on (pre-commit passes the
     staged files; the roots then come from ``roots``, ``[tool.castfind] roots`` or the current folder).
-    Raises RuleError, ConfigError, BaselineError, DiscoveryError or TraceError for bad input.
+    Raises RuleError, ConfigError, BaselineError, DiscoveryError, OutputPathError or TraceError for
+    bad input; output paths and ``--only`` files are checked before anything is parsed.
     """
     from castfind import findings as fnd
     from castfind.config import load_config, merge
@@ -86,6 +119,8 @@ def scan(
     from castfind.rules import load_rules
     from castfind.scan import scan as _scan
 
+    if write_baseline:
+        fnd.check_baseline_target(write_baseline)
     cfg_root = Path(roots[0]) if roots else (Path(paths[0]) if paths and not only else Path("."))
     if cfg_root.is_file():
         cfg_root = cfg_root.parent
@@ -97,14 +132,10 @@ def scan(
     ruleset = load_rules([str(r) for r in cfg.rules])
     if cfg.entry_points:
         ruleset = ruleset.with_entry_points(tuple(cfg.entry_points))
+    if only:
+        _check_only_files(paths, effective_roots)
     index = open_index(effective_roots, exclude=tuple(cfg.exclude), **index_options)
     only_set = {os.path.abspath(p) for p in paths} if only else None
-    if only_set is not None:
-        from castfind.discover import DiscoveryError
-
-        for p in paths:
-            if not os.path.exists(p):
-                raise DiscoveryError(p, "no such file; --only takes existing files inside a root")
     memo = None
     if index.cache is not None and demand and not explain:
         from castfind import memo as carried

@@ -1,21 +1,74 @@
 """The command line. It only parses arguments, calls :mod:`castfind.api`, prints and picks exit codes.
 
 Exit codes: 0 clean / found, 1 findings (or, for ``where``, nothing found), 2 usage or input error,
-or (``scan``) a file Python accepts that castfind could not analyse.
+or (``scan``) a file Python accepts that castfind could not analyse; also 2 for an internal error
+(one line; ``CASTFIND_DEBUG=1`` adds the traceback), 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import NoReturn, Optional
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from castfind import __version__
 
+# click's ClickException (usage errors and the like), whether typer vendors click or imports it.
+_CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_COMMAND_KEY = "castfind.command"
+
+
+def _debug() -> bool:
+    return os.environ.get("CASTFIND_DEBUG", "") not in ("", "0")
+
+
+def _internal_error(command: str, exc: BaseException) -> NoReturn:
+    """An unexpected exception under ``command``: one line on stderr (the traceback too with
+    ``CASTFIND_DEBUG=1``), exit 2. Never 1, which means "findings"."""
+    if _debug():
+        traceback.print_exception(exc)
+    detail = " ".join(str(exc).split())
+    what = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    hint = "" if _debug() else " (set CASTFIND_DEBUG=1 for the traceback)"
+    typer.echo(f"castfind: internal error in {command}: {what}{hint}", err=True)
+    raise typer.Exit(2)
+
+
+class _Group(TyperGroup):
+    """A command group that records which command runs and turns any exception that is not
+    click's own control flow (usage errors, ``typer.Exit``) into :func:`_internal_error`.
+
+    Subcommand names collect in ``ctx.meta`` (shared by a context and its children), so a
+    nested group using this class reports ``rules list``, not just ``rules``.
+    """
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name:
+            ctx.meta.setdefault(_COMMAND_KEY, []).append(name)
+        return name, command, rest
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, _CLICK_ERROR, BrokenPipeError):
+            raise  # click's own handling: usage errors exit 2, a closed pipe exits quietly
+        except KeyboardInterrupt:
+            typer.echo("castfind: interrupted", err=True)
+            raise typer.Exit(130) from None
+        except Exception as exc:
+            _internal_error(" ".join(ctx.meta.get(_COMMAND_KEY, [])) or "castfind", exc)
+
+
 app = typer.Typer(
     name="castfind",
+    cls=_Group,
     help="Find whole-buffer dtype casts on hot paths of PyTorch serving code, and where symbols are really defined.",
     no_args_is_help=True,
     add_completion=False,
@@ -56,6 +109,18 @@ def _fail(message: str) -> NoReturn:
     """A usage or input error: one line on stderr, exit 2."""
     typer.echo(f"castfind: {message}", err=True)
     raise typer.Exit(2)
+
+
+def _jobs(jobs: int) -> int | None:
+    """``--jobs``: 0 means one per core (None for the library); a negative count is a usage error."""
+    if jobs < 0:
+        _fail(f"--jobs {jobs}: must be 0 (one process per core) or more — e.g. --jobs 4")
+    return jobs or None
+
+
+def _os_error(exc: OSError, path: str, hint: str) -> str:
+    """``PATH: reason — hint`` for a file-system error."""
+    return f"{exc.filename or path}: {exc.strerror or exc} — {hint}"
 
 
 RootOpt = typer.Option(None, "--root", "-r", help="A source root (repeatable). Default: the current folder.")
@@ -99,8 +164,10 @@ def where(
     """
     from castfind import api
     from castfind.discover import DiscoveryError
+    from castfind.fsutil import OutputPathError
     from castfind.where import WhereError
 
+    n_jobs = _jobs(jobs)
     at_loc = None
     if at:
         path, _, line = at.rpartition(":")
@@ -109,9 +176,9 @@ def where(
         at_loc = (path, int(line))
     try:
         res = api.where(symbol, list(root or []), at_loc, exclude=tuple(exclude or ()), cache_dir=cache_dir,
-                        use_cache=not no_cache, jobs=jobs or None, follow_installed=follow_installed,
+                        use_cache=not no_cache, jobs=n_jobs, follow_installed=follow_installed,
                         max_file_size=_size(max_file_size), progress=_progress("parsing"))
-    except (DiscoveryError, WhereError) as e:
+    except (DiscoveryError, WhereError, OutputPathError) as e:
         _fail(str(e))
     if json_out:
         typer.echo(json.dumps(res.to_dict(), indent=2))
@@ -159,18 +226,32 @@ def scan(
     from castfind.config import ConfigError
     from castfind.discover import DiscoveryError
     from castfind.findings import BaselineError, exit_code
+    from castfind.fsutil import OutputPathError, atomic_write_text, check_output_file
     from castfind.report import SourceCache, json as json_report, sarif as sarif_report, text as text_report
     from castfind.rules import RuleError
 
     if fail_on is not None and fail_on not in ("error", "warning", "info"):
         _fail(f"--fail-on {fail_on}: expected error, warning or info")
+    n_jobs = _jobs(jobs)
+    if sarif == "-" and json_out:
+        _fail("--sarif - --json: only one document can go to stdout — write the SARIF to a file (--sarif FILE) "
+              "or drop --json")
     explain_at = None
     if explain:
         p, _, ln = explain.rpartition(":")
         if not p or not ln.isdigit():
             _fail(f"--explain {explain}: expected PATH:LINE")
         explain_at = (p, int(ln))
-    errors: tuple[type[BaseException], ...] = (RuleError, ConfigError, BaselineError, DiscoveryError, ValueError)
+        given_roots = list(root or []) or ([] if only else list(paths or []))
+        if given_roots:  # else the roots come from [tool.castfind]: checked after the scan
+            _check_explain_file(p, given_roots)
+    if sarif and sarif != "-":
+        try:
+            check_output_file(sarif, "pass a file path to --sarif, or '-' for stdout")
+        except OutputPathError as e:
+            _fail(str(e))
+    errors: tuple[type[BaseException], ...] = (RuleError, ConfigError, BaselineError, DiscoveryError, OutputPathError,
+                                               ValueError)
     try:
         from castfind.runtime.trace import TraceError
 
@@ -182,12 +263,13 @@ def scan(
                        entry_points=list(entry_point or []), fail_on=fail_on, baseline=baseline,
                        write_baseline=write_baseline, traces=list(trace or []), demand=not eager,
                        explain=explain_at is not None, exclude=tuple(exclude or ()), cache_dir=cache_dir,
-                       use_cache=not no_cache, jobs=jobs or None, max_file_size=_size(max_file_size),
+                       use_cache=not no_cache, jobs=n_jobs, max_file_size=_size(max_file_size),
                        progress=_progress("parsing"))
     except errors as e:
         _fail(f"{e}")
     report = run.report
     if explain_at is not None:
+        _check_explain_file(explain_at[0], [str(r) for r in report.stats.get("roots", [])])
         _print_explanation(run, explain_at)
         raise typer.Exit(0)
     if sarif:
@@ -195,9 +277,10 @@ def scan(
         if sarif == "-":
             typer.echo(doc)
         else:
-            from castfind.fsutil import atomic_write_text
-
-            atomic_write_text(sarif, doc)
+            try:
+                atomic_write_text(sarif, doc)
+            except OSError as e:
+                _fail(_os_error(e, sarif, "pass a file path in a writable folder to --sarif"))
     if json_out:
         typer.echo(json_report.render(report))
     elif sarif != "-":
@@ -211,6 +294,14 @@ def scan(
                    f"(first: {unsupported[0].path}); findings there may be missing — exit 2", err=True)
         raise typer.Exit(2)
     raise typer.Exit(exit_code(report.findings, run.fail_on))
+
+
+def _check_explain_file(path: str, roots: list[str]) -> None:
+    """``--explain PATH``: PATH must exist as given or inside one of ``roots``."""
+    if os.path.isfile(path) or any(os.path.isfile(os.path.join(r, path)) for r in roots):
+        return
+    where = f"here or under {', '.join(roots)}" if roots else "here"
+    _fail(f"{path}: no such file ({where}) — pass --explain PATH:LINE of a file inside a root")
 
 
 def _print_explanation(run, at: tuple[str, int]) -> None:
@@ -232,7 +323,7 @@ def _print_explanation(run, at: tuple[str, int]) -> None:
             typer.echo(f"  => {f.rule} {f.severity}: {f.message}")
 
 
-rules_app = typer.Typer(help="List, test and validate rule files.", no_args_is_help=True)
+rules_app = typer.Typer(cls=_Group, help="List, test and validate rule files.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 
 
@@ -295,10 +386,52 @@ def rules_validate(
     typer.echo("rule files are valid")
 
 
+@app.command("init")
+def init_command(
+    folder: str = typer.Argument(".", help="The project folder (default: the current one)."),
+) -> None:
+    """Set a project up for castfind: a starter \\[tool.castfind] section and the pre-commit hook.
+
+    pyproject.toml: created with a \\[tool.castfind] section, or the section is appended (CRLF line endings are kept; a symlinked file's target is edited, the link stays). An existing \\[tool.castfind] section is never touched.
+
+    .pre-commit-config.yaml: created with the castfind hook. An existing one is never rewritten (that would lose its comments and layout): the entry to paste is printed instead.
+
+    It only ever adds, so running it again changes nothing. Exit 0 when done, 2 when FOLDER is not a folder or a file cannot be read or written.
+
+    Example: castfind init .
+    """
+    from castfind.init import init
+
+    try:
+        lines = init(folder)
+    except OSError as e:
+        _fail(_os_error(e, folder, "pass an existing project folder you can write in"))
+    for line in lines:
+        typer.echo(line)
+
+
+def _runtime_unavailable(name: str, exc: Exception) -> Callable[[], None]:
+    why = " ".join(f"{type(exc).__name__}: {exc}".split())
+
+    def unavailable() -> None:
+        if _debug():
+            traceback.print_exception(exc)
+        _fail(f"{name}: unavailable, castfind.runtime.cli failed to import ({why}) — reinstall castfind; "
+              "CASTFIND_DEBUG=1 shows the import traceback")
+
+    unavailable.__doc__ = f"Unavailable: castfind.runtime.cli failed to import ({why})."
+    return unavailable
+
+
 def _register_runtime() -> None:
+    """Add ``record`` and ``trace``. If their module fails to import (it needs no torch), stand-ins
+    say why and exit 2, rather than the commands silently vanishing."""
     try:
         from castfind.runtime.cli import register
-    except ImportError:  # the runtime commands are being written in their own module
+    except Exception as exc:  # any failure: scan and where must keep working
+        for name in ("record", "trace"):
+            app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+                _runtime_unavailable(name, exc))
         return
     register(app)
 
@@ -307,9 +440,15 @@ _register_runtime()
 
 
 def main() -> None:
-    """Console-script entry point. Usage errors exit 2 (click's convention, which we keep)."""
+    """Console-script entry point. Usage errors exit 2 (click's convention, which we keep); so do
+    internal errors, caught in :class:`_Group` and, for what fails outside a command, here."""
     try:
         app()
     except KeyboardInterrupt:
         sys.stderr.write("castfind: interrupted\n")
         sys.exit(130)
+    except Exception as exc:
+        try:
+            _internal_error("castfind", exc)
+        except typer.Exit as done:
+            sys.exit(done.exit_code)

@@ -1,8 +1,8 @@
 """What happens to findings after the rules produced them: ranking, inline suppression,
 fingerprints, the baseline file and the exit code.
 
-Everything here is a pure function of its arguments except :func:`write_baseline` and
-:func:`load_baseline`, which touch one file. Nothing prints or exits; problems come back
+Everything here is a pure function of its arguments except :func:`write_baseline`,
+:func:`check_baseline_target` and :func:`load_baseline`, which touch one file. Nothing prints or exits; problems come back
 as :class:`~castfind.types.Diagnostic` values or as :class:`BaselineError`.
 """
 
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from castfind.fsutil import atomic_write_text
+from castfind.fsutil import OutputPathError, atomic_write_text, check_output_file
 from castfind.types import SEVERITY_RANK, Diagnostic, Finding
 
 __all__ = [
     "BASELINE_VERSION", "Baseline", "BaselineEntry", "BaselineError", "BaselineOutcome",
-    "SuppressionOutcome", "apply_baseline", "baseline_entries", "exit_code", "fails",
+    "SuppressionOutcome", "apply_baseline", "baseline_entries", "check_baseline_target", "exit_code", "fails",
     "filter_suppressed", "fingerprint", "load_baseline", "normalise_expr",
     "occurrence_fingerprints", "rank", "suppressed", "write_baseline",
 ]
@@ -283,14 +283,53 @@ def baseline_entries(findings: Iterable[Finding]) -> tuple[BaselineEntry, ...]:
     return tuple(entries)
 
 
+_NOT_OURS = "not overwriting it — remove it or pass another --write-baseline path"
+
+
+def check_baseline_target(path: str | Path) -> None:
+    """Raise :class:`BaselineError` unless a baseline can be written to ``path``.
+
+    The path must be writable (see :func:`castfind.fsutil.check_output_file`), and an existing
+    file there must be a castfind baseline (any version) or empty: anything else would be lost.
+    Call it before a long scan so a bad path fails first.
+    """
+    try:
+        check_output_file(path, "pass a file path in a writable folder to --write-baseline")
+    except OutputPathError as exc:
+        raise BaselineError(path, exc.reason) from None
+    p = Path(path)
+    if not p.exists():
+        return
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(p, f"exists and cannot be read to check that it is a baseline ({exc}); {_NOT_OURS}") from exc
+    if not text.strip():
+        return  # nothing to lose (e.g. made by mktemp)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        raise BaselineError(p, f"exists and is not a castfind baseline (not JSON); {_NOT_OURS}") from None
+    if not isinstance(document, dict) or "castfind_baseline" not in document:
+        raise BaselineError(p, f"exists and is not a castfind baseline (no 'castfind_baseline' key); {_NOT_OURS}")
+
+
 def write_baseline(path: str | Path, findings: Iterable[Finding]) -> Baseline:
-    """Record ``findings`` as the baseline at ``path`` (atomically) and return it."""
+    """Record ``findings`` as the baseline at ``path`` (atomically) and return it.
+
+    Raises :class:`BaselineError` when the path cannot be written or holds a file that is not
+    a baseline (see :func:`check_baseline_target`); that file is left untouched.
+    """
+    check_baseline_target(path)
     baseline = Baseline(baseline_entries(findings))
     document = {
         "castfind_baseline": BASELINE_VERSION,
         "findings": [entry.to_dict() for entry in baseline.entries],
     }
-    atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    try:
+        atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise BaselineError(path, f"cannot write: {exc.strerror or exc} — pass a path in a writable folder") from exc
     return baseline
 
 

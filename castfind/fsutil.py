@@ -1,21 +1,123 @@
-"""Small filesystem helpers shared by every writer: nothing is ever written half-way."""
+"""Small filesystem helpers shared by every writer: nothing is ever written half-way, and an
+output path is checked before the work that produces its content starts.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+__all__ = ["OutputPathError", "atomic_write_bytes", "atomic_write_text", "check_output_file", "ensure_folder"]
+
+
+class OutputPathError(Exception):
+    """A path castfind was asked to write that it cannot write: ``PATH: what is wrong — what to do``."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+def _umask() -> int:
+    # The only portable way to read the umask is to set it; put it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _probe(folder: Path) -> None:
+    """Create and delete a file in ``folder``; raises ``OSError`` when that is impossible.
+
+    ``os.access`` is not enough: root passes every permission check, yet cannot create files
+    in ``/proc`` or on a read-only mount.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=".castfind-probe.", dir=folder)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _is_stream(path: str | os.PathLike[str]) -> bool:
+    """A device, FIFO or socket (``/dev/null``, ``/dev/stdout``, ``>(...)``): written in place.
+
+    Replacing one with a regular file would be wrong (and, as root, would replace ``/dev/null``).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def check_output_file(path: str | os.PathLike[str], hint: str = "pass a path in a writable folder") -> None:
+    """Raise :class:`OutputPathError` unless :func:`atomic_write_bytes` can write ``path``.
+
+    Creates nothing that stays: the nearest existing folder on the way to ``path`` gets a probe
+    file, created and deleted at once. ``hint`` is the "what to do" part of the message.
+    A device or FIFO (``/dev/null``) only has to be writable.
+    """
+    if _is_stream(path):
+        if not os.access(path, os.W_OK):
+            raise OutputPathError(path, f"is not writable — {hint}")
+        return
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise OutputPathError(path, f"is a folder — {hint}")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputPathError(path, f"{folder} is not a folder — {hint}")
+    try:
+        _probe(folder)
+    except OSError as exc:
+        raise OutputPathError(path, f"cannot write in {folder} ({_why(exc)}) — {hint}") from exc
+
+
+def ensure_folder(path: str | os.PathLike[str], hint: str) -> Path:
+    """Create folder ``path`` if needed and check that files can be written in it.
+
+    Raises :class:`OutputPathError` (``hint`` says what to do) when it is a file, cannot be
+    created or is read-only. Returns it as a ``Path``.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise OutputPathError(path, f"is a file, not a folder — {hint}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _probe(folder)
+    except OSError as exc:
+        raise OutputPathError(path, f"cannot create or write in this folder ({_why(exc)}) — {hint}") from exc
+    return folder
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
 
-    A reader sees either the old file or the whole new one, never a partial write.
+    A reader sees either the old file or the whole new one, never a partial write. A symlink
+    is written through (its target is replaced; the link stays). A new file gets the mode the
+    umask gives (0644 under umask 022); a replaced file keeps its mode. A device or FIFO
+    (``/dev/null``, ``/dev/stdout``) is written in place.
     """
-    target = Path(path)
+    if _is_stream(path):
+        with open(path, "wb") as stream:
+            stream.write(data)
+        return
+    target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.chmod(tmp, mode)  # mkstemp makes it 0600
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

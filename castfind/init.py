@@ -9,6 +9,7 @@ nothing the second time. File-system errors (permissions, a full disk) propagate
 
 from __future__ import annotations
 
+import errno
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,8 @@ def _init_pyproject(root: Path) -> list[str]:
         atomic_write_text(path, STARTER_SECTION)
         return [f"created {PYPROJECT} with a [tool.castfind] section"]
     try:
-        text = path.read_text(encoding="utf-8")
+        # Bytes, not read_text: universal newlines would turn a CRLF file into LF on rewrite.
+        text = path.read_bytes().decode("utf-8")
         document = tomllib.loads(text)
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         # Appending to a file we cannot parse could make it worse; leave it to the user.
@@ -58,8 +60,9 @@ def _init_pyproject(root: Path) -> list[str]:
     tool = document.get("tool")
     if isinstance(tool, dict) and "castfind" in tool:
         return [f"{PYPROJECT} already has [tool.castfind]; left it unchanged"]
-    separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-    new_text = text + separator + STARTER_SECTION
+    newline = "\r\n" if "\r\n" in text else "\n"
+    separator = "" if not text else (newline if text.endswith("\n") else newline * 2)
+    new_text = text + separator + STARTER_SECTION.replace("\n", newline)
     try:
         tomllib.loads(new_text)
     except tomllib.TOMLDecodeError:
@@ -105,12 +108,14 @@ def init(root: str | Path) -> list[str]:
     * ``.pre-commit-config.yaml``: created with :data:`PRECOMMIT_SNIPPET` if missing;
       otherwise left as is, with the lines to add when it has no castfind hook.
 
-    Writes are atomic. ``root`` must be an existing folder (``NotADirectoryError`` /
-    ``FileNotFoundError`` otherwise).
+    Writes are atomic and keep what the user chose: CRLF line endings, a symlinked
+    ``pyproject.toml`` (its target is edited, the link stays) and the file's mode. ``root``
+    must be an existing folder (``NotADirectoryError`` / ``FileNotFoundError`` otherwise,
+    with ``filename`` set).
     """
     folder = Path(root)
     if not folder.is_dir():
         if folder.exists():
-            raise NotADirectoryError(f"{folder} is not a folder")
-        raise FileNotFoundError(f"{folder} does not exist")
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder))
+        raise FileNotFoundError(errno.ENOENT, "no such folder", str(folder))
     return _init_pyproject(folder) + _init_precommit(folder)

@@ -16,7 +16,6 @@ from castfind.index import Index
 from castfind.resolve import Hop, Resolved, Resolver, Target
 from castfind.types import Diagnostic
 
-_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DEF_NAME = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
 
@@ -259,7 +258,8 @@ def _refers(expr: Expr, names: set[str]) -> bool:
 
 def where(index: Index, symbol: str, at: tuple[str, int] | None = None) -> WhereResult:
     """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query."""
-    if not _SYMBOL.match(symbol):
+    # Python identifiers are Unicode (PEP 3131): `где_ядро`, `café` and `Ωmega.f` are names.
+    if not all(part.isidentifier() for part in symbol.split(".")):
         raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
     q = _Query(index, symbol)
     if at is not None:

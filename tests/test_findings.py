@@ -14,6 +14,7 @@ from castfind.findings import (
     BaselineEntry,
     BaselineError,
     apply_baseline,
+    check_baseline_target,
     exit_code,
     fails,
     filter_suppressed,
@@ -276,6 +277,44 @@ def test_empty_baseline_round_trip(tmp_path) -> None:
     assert write_baseline(path, []) == Baseline(())
     assert load_baseline(path) == Baseline(())
     assert apply_baseline([mk()], load_baseline(path)) == ([mk()], 0, ())
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ('{"mine": true}', "not a castfind baseline (no 'castfind_baseline' key)"),
+        ("print('hello')\n", "not a castfind baseline (not JSON)"),
+        ("[1, 2]", "not a castfind baseline (no 'castfind_baseline' key)"),
+    ],
+)
+def test_write_baseline_refuses_to_overwrite_another_file(tmp_path, content: str, why: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(content)
+    with pytest.raises(BaselineError) as info:
+        write_baseline(path, [mk()])
+    assert info.value.reason.startswith(f"exists and is {why}; not overwriting it — ")
+    assert path.read_text() == content
+    with pytest.raises(BaselineError):
+        check_baseline_target(path)
+
+
+def test_write_baseline_replaces_a_baseline_even_of_another_version_and_an_empty_file(tmp_path) -> None:
+    path = tmp_path / "b.json"
+    for old in ('{"castfind_baseline": 99, "findings": "?"}', ""):
+        path.write_text(old)
+        check_baseline_target(path)
+        write_baseline(path, [mk()])
+        assert len(load_baseline(path).entries) == 1
+
+
+def test_write_baseline_to_a_folder_or_unwritable_place_is_a_baseline_error(tmp_path) -> None:
+    (tmp_path / "file").write_text("")
+    for target in (tmp_path, tmp_path / "file" / "b.json", "/proc/castfind/b.json"):
+        with pytest.raises(BaselineError) as info:
+            check_baseline_target(target)
+        assert info.value.path == str(target) and " — " in info.value.reason
+        with pytest.raises(BaselineError):
+            write_baseline(target, [mk()])
 
 
 # ----------------------------------------------------------------- exit code

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import yaml
 from castfind import __version__
 from castfind.config import Config, load_config
 from castfind.init import PRECOMMIT_SNIPPET, STARTER_SECTION, init
+from tests.conftest import run_castfind
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -117,3 +120,98 @@ def test_created_precommit_config_passes_pre_commit_own_validation(tmp_path: Pat
     init(tmp_path)
     config = clientlib.load_config(str(tmp_path / ".pre-commit-config.yaml"))
     assert config["repos"][0]["hooks"][0]["id"] == "castfind"
+
+
+def test_crlf_pyproject_keeps_crlf_line_endings(tmp_path: Path) -> None:
+    original = b'[project]\r\nname = "x"\r\n'
+    (tmp_path / "pyproject.toml").write_bytes(original)
+    assert init(tmp_path)[0] == "added a [tool.castfind] section to pyproject.toml"
+    data = (tmp_path / "pyproject.toml").read_bytes()
+    assert data.startswith(original)
+    assert data.endswith(STARTER_SECTION.replace("\n", "\r\n").encode())
+    assert b"\n" not in data.replace(b"\r\n", b"")  # no bare LF anywhere
+    assert load_config(tmp_path).fail_on == "error"
+    before = snapshot(tmp_path)
+    init(tmp_path)
+    assert snapshot(tmp_path) == before
+
+
+def test_crlf_pyproject_without_a_final_newline(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(b'[project]\r\nname = "x"')
+    init(tmp_path)
+    data = (tmp_path / "pyproject.toml").read_bytes()
+    assert data.startswith(b'[project]\r\nname = "x"\r\n\r\n[tool.castfind]\r\n')
+    assert b"\n" not in data.replace(b"\r\n", b"")
+
+
+def test_symlinked_pyproject_is_edited_in_place(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").symlink_to(Path("..") / "shared" / "pyproject.toml")
+    assert init(project)[0] == "added a [tool.castfind] section to pyproject.toml"
+    assert (project / "pyproject.toml").is_symlink()
+    assert (shared / "pyproject.toml").read_text().endswith(STARTER_SECTION)
+    assert sorted(p.name for p in shared.iterdir()) == ["pyproject.toml"]  # no temp file left by the target
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_file_modes_follow_the_umask_and_an_edited_file_keeps_its_mode(tmp_path: Path, umask_022: None) -> None:
+    init(tmp_path)
+    assert stat.S_IMODE((tmp_path / "pyproject.toml").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / ".pre-commit-config.yaml").stat().st_mode) == 0o644
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (other / "pyproject.toml").chmod(0o664)
+    init(other)
+    assert stat.S_IMODE((other / "pyproject.toml").stat().st_mode) == 0o664
+
+
+def test_cli_init_creates_both_files_and_is_idempotent(tmp_path: Path) -> None:
+    r = run_castfind("init", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "created pyproject.toml with a [tool.castfind] section",
+        "created .pre-commit-config.yaml with the castfind hook",
+    ]
+    before = snapshot(tmp_path)
+    r = run_castfind("init", cwd=tmp_path)  # the folder defaults to the current one
+    assert r.returncode == 0, r.stderr
+    assert "already has [tool.castfind]" in r.stdout
+    assert snapshot(tmp_path) == before
+
+
+def test_cli_init_help_explains_what_it_does() -> None:
+    r = run_castfind("init", "--help")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    for words in ("pyproject.toml", "[tool.castfind]", ".pre-commit-config.yaml", "never"):
+        assert words in text, r.stdout
+    assert "init" in run_castfind("--help").stdout
+
+
+def test_cli_init_bad_folder_or_unwritable_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    for bad in (tmp_path / "absent", tmp_path / "afile"):
+        if bad.name == "afile":
+            bad.write_text("")
+        r = run_castfind("init", str(bad))
+        assert r.returncode == 2, r.stdout + r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(f"castfind: {bad}: ") and " — " in line
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "pyproject.toml").mkdir()  # a folder where the file should be
+    r = run_castfind("init", str(tmp_path / "proj"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"castfind: {tmp_path / 'proj' / 'pyproject.toml'}: ")
