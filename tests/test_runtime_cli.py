@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,80 @@ def test_runtime_cli_does_not_import_torch():
     code = "import sys, castfind.cli, castfind.runtime.join, castfind.runtime.profiler; print('torch' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "False"
+
+
+# --- scan --trace: trace paths never open files outside the roots; trace strings are escaped -------
+
+SECRET = "TOP-SECRET-LINE-31337"
+SCAN_FIXTURE = FIXTURES.parent / "scan" / "minisrv"
+
+
+def _site_record(path: str, line: int = 1, function: str = "f") -> dict:
+    return {"path": path, "line": line, "function": function, "op": "aten::_to_copy", "src_dtype": "float8_e4m3fn",
+            "dst_dtype": "bfloat16", "shape": [4], "device": "cpu", "calls": 2, "bytes_per_call": 12}  # fmt: skip
+
+
+def _write_trace(path: Path, *records: dict) -> Path:
+    header = {"castfind_trace": 1, "torch": "2.13.0", "devices": ["cpu"], "wall_s": 1.0, "steps": 1, "source": "t"}
+    path.write_text("\n".join(json.dumps(r) for r in (header, *records)) + "\n")
+    return path
+
+
+@pytest.fixture()
+def outside_world(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the scan fixture (the root) next to a secret file, plus a symlink from the root to the secret."""
+    root = tmp_path / "work" / "minisrv"
+    shutil.copytree(SCAN_FIXTURE, root)
+    secret = tmp_path / "secret.py"
+    secret.write_text(f'PASSWORD = "{SECRET}"\n')
+    (root / "minisrv" / "leak.py").symlink_to(secret)
+    return root, secret
+
+
+def test_scan_trace_never_prints_source_from_outside_the_roots(outside_world, tmp_path):
+    root, secret = outside_world
+    depth = len(root.parts)
+    trace = _write_trace(
+        tmp_path / "t.jsonl",
+        _site_record("../" * depth + str(secret).lstrip("/")),  # relative to the cwd, climbing out
+        _site_record("../../secret.py"),  # relative to the root
+        _site_record(str(secret)),  # absolute
+        _site_record(str(root / "minisrv" / "leak.py")),  # a scanned name whose real path is outside
+        _site_record("/etc/passwd"),
+    )
+    for fmt in ([], ["--json"], ["--sarif", "-"]):
+        proc = _castfind("scan", str(root), "--no-cache", "--trace", str(trace), "--fail-on", "error", *fmt, cwd=root)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr  # the fixture's CF101 errors
+        assert SECRET not in proc.stdout + proc.stderr, fmt
+        assert "root:" not in proc.stdout, fmt  # nothing of /etc/passwd either
+    text = _castfind("scan", str(root), "--no-cache", "--trace", str(trace), "--fail-on", "error", cwd=root).stdout
+    assert text.count("CF900") == 5  # still reported: they were measured
+    assert f"{secret}:1:1: CF900 info measured" in text
+
+
+def test_scan_trace_shows_source_of_a_cf900_inside_the_root(tmp_path):
+    root = tmp_path / "minisrv"
+    shutil.copytree(SCAN_FIXTURE, root)
+    pool = root / "minisrv" / "pool.py"
+    trace = _write_trace(tmp_path / "t.jsonl", _site_record(str(pool), line=9))
+    proc = _castfind("scan", str(root), "--no-cache", "--trace", str(trace), "--fail-on", "error")
+    block = proc.stdout.split("minisrv/pool.py:9:1: CF900")[1].split("\n\n")[0]
+    assert "self.kv_buffer = [torch.zeros(tokens, 1, dim, dtype=dtype)" in block
+
+
+def test_scan_trace_and_trace_show_escape_control_characters(tmp_path):
+    root = tmp_path / "minisrv"
+    shutil.copytree(SCAN_FIXTURE, root)
+    nasty = "\x1b]0;pwned\x07\x1b[2K\rOK\x9b"
+    record = {**_site_record(f"/x/{nasty}.py", function=f"g{nasty}"), "src_dtype": f"fp8{nasty}", "device": nasty}
+    trace = _write_trace(tmp_path / "t.jsonl", record)
+    outputs = [
+        _castfind("scan", str(root), "--no-cache", "--trace", str(trace), "--fail-on", "error"),
+        _castfind("scan", str(root), "--no-cache", "--trace", str(trace), "--fail-on", "error", "--json"),
+        _castfind("trace", "show", str(trace)),
+        _castfind("trace", "show", str(trace), "--json"),
+    ]
+    for proc in outputs:
+        assert proc.returncode == (1 if "scan" in proc.args else 0), proc.stderr
+        assert not any(ord(c) < 0x20 and c != "\n" or 0x7F <= ord(c) <= 0x9F for c in proc.stdout), proc.stdout
+    assert "/x/\\x1b]0;pwned\\x07\\x1b[2K\\x0dOK\\x9b.py" in outputs[0].stdout

@@ -60,6 +60,8 @@ class SourceCache:
     def lines(self, root: str, path: str) -> list[str]:
         """The file's lines (without line endings); errors propagate."""
         key = (root, path)
+        if not root:  # a cast measured outside the scanned roots (runtime.join): no source to read
+            return []
         if key not in self._files:
             text = (Path(root) / path).read_text(encoding="utf-8", errors="strict")
             self._files[key] = text.splitlines()
