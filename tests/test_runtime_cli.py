@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -76,12 +78,13 @@ def test_record_keeps_a_string_exit_code(tmp_path):
     assert read_trace(tmp_path / "t.jsonl")[1] == []
 
 
-def test_record_without_torch_says_how_to_install_and_exits_2(monkeypatch):
+def test_record_without_torch_says_how_to_install_and_exits_2(monkeypatch, tmp_path):
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
-    result = CliRunner().invoke(app, ["record", "-o", "x.jsonl", "--", "prog.py"])
+    (tmp_path / "prog.py").write_text("")
+    result = CliRunner().invoke(app, ["record", "-o", str(tmp_path / "x.jsonl"), "--", str(tmp_path / "prog.py")])
     assert result.exit_code == 2
     assert result.output.strip() == "castfind record: torch is not installed; pip install 'castfind[runtime]'"
 
@@ -214,3 +217,132 @@ def test_scan_trace_and_trace_show_escape_control_characters(tmp_path):
         assert proc.returncode == (1 if "scan" in proc.args else 0), proc.stderr
         assert not any(ord(c) < 0x20 and c != "\n" or 0x7F <= ord(c) <= 0x9F for c in proc.stdout), proc.stdout
     assert "/x/\\x1b]0;pwned\\x07\\x1b[2K\\x0dOK\\x9b.py" in outputs[0].stdout
+
+
+# --- record: the interpreter habit, checks before running, SIGTERM, forked children ---------------
+
+CAST_SCRIPT = "import sys, torch\nfor _ in range(3):\n    torch.ones(2).half()\nprint(sys.argv[1:])\n"
+
+
+@pytest.mark.parametrize("interpreter", ["python", "python3", "python3.11", sys.executable])
+def test_record_strips_a_leading_python_interpreter(tmp_path, interpreter):
+    pytest.importorskip("torch")
+    script = tmp_path / "s.py"
+    script.write_text(CAST_SCRIPT)
+    out = tmp_path / "t.jsonl"
+    proc = _castfind("record", "-o", str(out), "--", interpreter, str(script), "--flag", "x")
+    assert (proc.returncode, proc.stdout) == (0, "['--flag', 'x']\n"), proc.stderr
+    (site,) = read_trace(out)[1]
+    assert (site.path, site.line, site.calls) == (str(script), 3, 3)
+
+
+def test_record_python_dash_m_runs_the_module(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "t.jsonl"
+    proc = _castfind("record", "-o", str(out), "--", "python3", "-m", "decode_loop", "--layers", "1", "--steps", "2",
+                     cwd=FIXTURES)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "decode_loop: 2 steps over 1 layers\n"
+    assert read_trace(out)[1][0].calls == 2
+
+
+@pytest.mark.parametrize(
+    ("program", "expected"),
+    [
+        (["nope.py"], "castfind: nope.py: no such script — check the path"),
+        (["python", "nope.py"], "castfind: nope.py: no such script — check the path"),
+        (["-m", "no_such_module_castfind"], "castfind: no_such_module_castfind: no such module — check the name"),
+        (["python3", "-m", "no_such_module_castfind.sub"],
+         "castfind: no_such_module_castfind.sub: no such module — check the name"),
+        (["python"], "castfind: record: no script after the interpreter — pass SCRIPT.py or -m MODULE"),
+        (["-m"], "castfind: record: -m needs a module name — pass -m MODULE"),
+        (["python", "-u", "s.py"], "castfind: record: interpreter option -u is not supported — pass SCRIPT.py or -m MODULE"),
+    ],
+)
+def test_record_without_a_program_to_run_is_one_line_and_exit_2(tmp_path, program, expected):
+    proc = _castfind("record", "-o", str(tmp_path / "t.jsonl"), "--", *program, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.strip().splitlines() == [expected]
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_record_checks_the_output_before_running_the_program(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    cases = {
+        tmp_path / "no" / "such" / "t.jsonl": "folder does not exist",
+        tmp_path: "is a folder",
+        script / "t.jsonl": "folder does not exist",
+    }
+    for output, reason in cases.items():
+        proc = _castfind("record", "-o", str(output), "--", str(script))
+        assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith(f"castfind: {output}: cannot write the trace: {reason} — "), line
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes anywhere")
+def test_record_refuses_a_read_only_output_folder(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        proc = _castfind("record", "-o", str(folder / "t.jsonl"), "--", str(DECODE_LOOP))
+    finally:
+        folder.chmod(0o700)
+    assert proc.returncode == 2 and "cannot write the trace: folder is not writable" in proc.stderr
+
+
+def test_record_writes_the_trace_on_sigterm(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "served.py"
+    script.write_text("import time, torch\nfor _ in range(4):\n    torch.ones(3).half()\nprint('ready', flush=True)\n"
+                      "time.sleep(120)\n")  # fmt: skip
+    out = tmp_path / "t.jsonl"
+    proc = subprocess.Popen([*CASTFIND, "record", "-o", str(out), "--", str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    (site,) = read_trace(out)[1]
+    assert (site.line, site.calls) == (3, 4)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_never_writes_the_trace(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "forks.py"
+    script.write_text(
+        "import os, torch\n"
+        "torch.ones(2).half()\n"
+        "r, w = os.pipe()\n"
+        "if os.fork() == 0:\n"
+        "    os.close(w)\n"
+        "    os.read(r, 1)  # returns when the parent has exited (and written its trace)\n"
+        "    for _ in range(7):\n"
+        "        torch.ones(5).double()\n"
+        "    raise SystemExit(0)\n"
+        "os.close(r)\n"
+        "for _ in range(3):\n"
+        "    torch.ones(4).bfloat16()\n"
+    )
+    out = tmp_path / "t.jsonl"
+    proc = _castfind("record", "-o", str(out), "--", str(script))  # waits for the child too (it holds the pipes)
+    assert proc.returncode == 0, proc.stderr
+    sites = read_trace(out)[1]
+    assert sorted((s.line, s.dst_dtype, s.calls) for s in sites) == [(2, "float16", 1), (12, "bfloat16", 3)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["forks.py", "t.jsonl"]
+
+
+def test_record_dash_m_of_a_missing_submodule_is_one_line_and_exit_2(tmp_path):
+    pytest.importorskip("torch")
+    proc = _castfind("record", "-o", str(tmp_path / "t.jsonl"), "--", "-m", "json.no_such_castfind_sub")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.strip().splitlines()[-1] == "castfind: json.no_such_castfind_sub: no such module — check the name"
+    assert "Traceback" not in proc.stderr

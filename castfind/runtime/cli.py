@@ -18,6 +18,7 @@ from typing import Any
 
 import typer
 
+from castfind.runtime.program import Program, ProgramError, check_output, check_program, parse_program, sigterm_as_exit
 from castfind.runtime.trace import TraceError, format_bytes, read_trace, sort_sites, total_bytes, write_trace
 from castfind.types import TraceSite
 
@@ -36,34 +37,40 @@ def register(app: typer.Typer) -> None:
     app.add_typer(trace_app, name="trace")
 
 
-def _fail(error: TraceError) -> typer.Exit:
+def _fail(error: TraceError | ProgramError) -> typer.Exit:
     typer.echo(f"castfind: {error}", err=True)
     return typer.Exit(2)
 
 
 def record_command(
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the JSONL trace."),
-    program: list[str] = typer.Argument(..., metavar="-- SCRIPT.py ARGS... | -- -m MODULE ARGS..."),
+    program: list[str] = typer.Argument(..., metavar="-- [python] SCRIPT.py ARGS... | -- [python] -m MODULE ARGS..."),
 ) -> None:
     """Run a Python program with the cast recorder on; write every dtype-changing copy to a trace.
 
     No code edits: the program runs as `python SCRIPT.py ARGS` (or `python -m MODULE ARGS`)
-    would run it, and its output and exit code pass through. CUDA-graph replays and
+    would run it, and its output and exit code pass through; a leading `python` is allowed.
+    The trace is written when the program ends, also on an exception, Ctrl-C or SIGTERM;
+    only the recording process writes it (forked children do not). CUDA-graph replays and
     torch.compile'd code bypass the recorder: record an eager, capture-free run
     (e.g. SGLang's --disable-cuda-graph).
     """
+    try:
+        spec = parse_program(program)
+        check_program(spec)
+        check_output(output)
+    except ProgramError as exc:
+        raise _fail(exc) from exc
     if importlib.util.find_spec("torch") is None:
         typer.echo(_NO_TORCH, err=True)
         raise typer.Exit(2)
-    if program and program[0] == "-m" and len(program) < 2:
-        typer.echo("castfind record: -m needs a module name", err=True)
-        raise typer.Exit(2)
     from castfind.runtime.recorder import record
 
-    code = 0
     try:
-        with record(output):
-            code = _run_program(program)
+        with record(output), sigterm_as_exit():
+            code = _run_program(spec)
+    except ProgramError as exc:
+        raise _fail(exc) from exc
     except OSError as exc:  # the trace could not be written; the program itself already ran
         typer.echo(f"castfind: {output}:0: cannot write trace ({exc.strerror or exc}) — check the folder", err=True)
         raise typer.Exit(2) from exc
@@ -71,23 +78,31 @@ def record_command(
     raise typer.Exit(code)
 
 
-def _run_program(program: list[str]) -> int:
-    """Run ``program`` like the interpreter would and return its exit status; never raises (but Ctrl-C)."""
+def _run_program(program: Program) -> int:
+    """Run ``program`` like the interpreter would and return its exit status.
+
+    Raises only on Ctrl-C, and :class:`ProgramError` when ``-m`` names a module that is
+    not there (runpy's own lookup failed; the program never started).
+    """
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     try:
-        if program[0] == "-m":
-            sys.argv = [program[1], *program[2:]]
+        sys.argv = [program.target, *program.args]
+        if program.is_module:
             _set_path0(os.getcwd())
-            runpy.run_module(program[1], run_name="__main__", alter_sys=True)
+            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
         else:
-            sys.argv = list(program)
-            _set_path0(os.path.dirname(os.path.abspath(program[0])))
-            runpy.run_path(program[0], run_name="__main__")
+            _set_path0(os.path.dirname(os.path.abspath(program.target)))
+            runpy.run_path(program.target, run_name="__main__")
         return 0
     except SystemExit as exc:
         return _exit_status(exc.code)
     except KeyboardInterrupt:
         raise
+    except ImportError as exc:
+        if program.is_module and _raised_by_runpy(exc):
+            raise ProgramError(program.target, "no such module", "check the name") from exc
+        traceback.print_exc()
+        return 1
     except BaseException:  # the program's own crash: report it as the interpreter would, exit 1
         traceback.print_exc()
         return 1
@@ -95,6 +110,14 @@ def _run_program(program: list[str]) -> int:
         sys.argv = saved_argv
         if saved_path0 is not None:
             sys.path[0] = saved_path0
+
+
+def _raised_by_runpy(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from runpy looking the module up, not from the module's own code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename == runpy.run_module.__code__.co_filename
 
 
 def _set_path0(folder: str) -> None:
