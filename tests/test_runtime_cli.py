@@ -256,7 +256,8 @@ def test_record_python_dash_m_runs_the_module(tmp_path):
          "castfind: no_such_module_castfind.sub: no such module — check the name"),
         (["python"], "castfind: record: no script after the interpreter — pass SCRIPT.py or -m MODULE"),
         (["-m"], "castfind: record: -m needs a module name — pass -m MODULE"),
-        (["python", "-u", "s.py"], "castfind: record: interpreter option -u is not supported — pass SCRIPT.py or -m MODULE"),
+        (["python", "-u", "s.py"],
+         "castfind: record: interpreter option -u is not supported — pass SCRIPT.py or -m MODULE"),
     ],
 )
 def test_record_without_a_program_to_run_is_one_line_and_exit_2(tmp_path, program, expected):
@@ -344,5 +345,102 @@ def test_record_dash_m_of_a_missing_submodule_is_one_line_and_exit_2(tmp_path):
     pytest.importorskip("torch")
     proc = _castfind("record", "-o", str(tmp_path / "t.jsonl"), "--", "-m", "json.no_such_castfind_sub")
     assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr.strip().splitlines()[-1] == "castfind: json.no_such_castfind_sub: no such module — check the name"
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == "castfind: json.no_such_castfind_sub: no such module — check the name"
     assert "Traceback" not in proc.stderr
+
+
+# --- trace show --json is valid JSON; gzip; unexpected errors are exit 2 with one line ---------------
+
+
+def _strict_json(text: str) -> dict:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "1e400"])
+def test_trace_show_json_never_emits_nan_or_infinity(tmp_path, number):
+    header = '{"castfind_trace": 1, "wall_s": %s, "records": 1}' % number
+    record = json.dumps({**_site_record("a.py"), "device_time_us": 1.0, "extra_field": 2.5})
+    in_extra = f'{{"castfind_trace": 1}}\n{record[:-1]}, "x": [{number}]}}\n'
+    for text, line in ((f"{header}\n{record}\n", 1), (in_extra, 2)):
+        bad = tmp_path / "t.jsonl"
+        bad.write_text(text)
+        proc = _castfind("trace", "show", "--json", str(bad))
+        assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout
+        (message,) = proc.stderr.strip().splitlines()
+        assert message.startswith(f"castfind: {bad}:{line}: ") and " — " in message
+    good = _write_trace(tmp_path / "g.jsonl", _site_record("a.py"))
+    assert _strict_json(_castfind("trace", "show", "--json", str(good)).stdout)["sites"][0]["calls"] == 2
+
+
+def test_trace_show_and_scan_read_a_gzipped_trace(tmp_path):
+    import gzip
+
+    plain = _write_trace(tmp_path / "t.jsonl", _site_record("a.py", line=7))
+    packed = tmp_path / "t.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    shown = _castfind("trace", "show", "--json", str(packed))
+    assert shown.returncode == 0, shown.stderr
+    assert _strict_json(shown.stdout)["sites"][0]["line"] == 7
+    root = tmp_path / "minisrv"
+    shutil.copytree(SCAN_FIXTURE, root)
+    scanned = _castfind("scan", str(root), "--no-cache", "--json", "--trace", str(packed))
+    assert scanned.returncode == 1, scanned.stderr
+    assert [f["line"] for f in json.loads(scanned.stdout)["findings"] if f["rule"] == "CF900"] == [7]
+    packed.write_bytes(packed.read_bytes()[:20])
+    for command in (["trace", "show", str(packed)], ["scan", str(root), "--no-cache", "--trace", str(packed)]):
+        proc = _castfind(*command)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith(f"castfind: {packed}:0: cannot decompress")
+
+
+def _boom(*args, **kwargs):
+    raise RuntimeError("boom \x1b[31mred")
+
+
+@pytest.mark.parametrize(
+    ("target", "argv"),
+    [
+        ("castfind.runtime.cli.read_trace", ["trace", "show", "{t}"]),
+        ("castfind.runtime.cli.format_table", ["trace", "show", "{t}"]),
+        ("castfind.runtime.profiler.import_profile", ["trace", "import", str(GPU_PROFILE), "-o", "{o}"]),
+        ("castfind.runtime.cli.write_trace", ["trace", "import", str(GPU_PROFILE), "-o", "{o}"]),
+        ("castfind.runtime.cli.check_output", ["record", "-o", "{o}", "--", str(DECODE_LOOP)]),
+    ],
+)
+def test_an_unexpected_error_is_exit_2_and_one_line(tmp_path, monkeypatch, target, argv):
+    trace = _write_trace(tmp_path / "t.jsonl", _site_record("a.py"))
+    args = [a.format(t=trace, o=tmp_path / "o.jsonl") for a in argv]
+    monkeypatch.setattr(target, _boom)
+    monkeypatch.delenv("CASTFIND_DEBUG", raising=False)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    command = " ".join(argv[:2]) if argv[0] == "trace" else "record"
+    assert line == (f"castfind: {command}: unexpected RuntimeError: boom \\x1b[31mred — "
+                    "rerun with CASTFIND_DEBUG=1 for the traceback and report it")  # fmt: skip
+    monkeypatch.setenv("CASTFIND_DEBUG", "1")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "Traceback (most recent call last)" in result.output
+    assert result.output.strip().splitlines()[-1] == line
+
+
+def test_an_unexpected_error_in_a_real_process_is_exit_2(tmp_path):
+    """Through the console entry point, as a shell sees it: exit 2 and one line, not click's traceback and 1."""
+    trace = _write_trace(tmp_path / "t.jsonl", _site_record("a.py"))
+    code = (
+        "import sys, castfind.runtime.cli as rc\n"
+        "def boom(*a, **k): raise KeyError('no')\n"
+        "rc.read_trace = boom\n"
+        "sys.argv = ['castfind', 'trace', 'show', sys.argv[1]]\n"
+        "from castfind.cli import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(trace)], capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.strip().splitlines() == [
+        "castfind: trace show: unexpected KeyError: 'no' — rerun with CASTFIND_DEBUG=1 for the traceback and report it"
+    ]

@@ -28,7 +28,8 @@ def site(path: str, line: int, calls: int = 78, shape: tuple[int, ...] = (61, 1,
         numel *= d
     return TraceSite(
         path=path, line=line, function=kw.pop("function", "forward_decode"), op="aten::_to_copy",
-        src_dtype=kw.pop("src_dtype", "float8_e4m3fn"), dst_dtype="bfloat16", shape=shape, device=kw.pop("device", "cuda:0"),
+        src_dtype=kw.pop("src_dtype", "float8_e4m3fn"), dst_dtype="bfloat16", shape=shape,
+        device=kw.pop("device", "cuda:0"),
         calls=calls, bytes_per_call=kw.pop("bytes_per_call", numel * 3), **kw,
     )  # fmt: skip
 

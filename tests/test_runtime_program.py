@@ -50,7 +50,8 @@ def test_check_output_refuses_an_unwritable_folder_before_anything_runs(tmp_path
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(ProgramError) as info:
         check_output(tmp_path / "t.jsonl")
-    assert str(info.value) == f"{tmp_path / 't.jsonl'}: cannot write the trace: folder is not writable — pick another -o"
+    reason = "cannot write the trace: folder is not writable — pick another -o"
+    assert str(info.value) == f"{tmp_path / 't.jsonl'}: {reason}"
 
 
 def test_check_program_finds_modules_from_the_current_folder(tmp_path, monkeypatch):

@@ -254,7 +254,8 @@ TO_COPY_DIMS = '"Input Dims": [[4096, 1, 576], [], [], [], [], [], []]'  # the f
         ('"dur": 37.5', f'"dur": {HUGE}', "event 'dur' out of range"),
         ('"ts": ', f'"ts": {HUGE}, "x": ', "event 'ts' out of range"),
         (TO_COPY_DIMS, TO_COPY_DIMS.replace("4096, 1, 576", HUGE), "args['Input Dims'] out of range"),
-        (TO_COPY_DIMS, TO_COPY_DIMS.replace("4096, 1, 576", "4611686018427387904, 4"), "args['Input Dims'] out of range"),
+        (TO_COPY_DIMS, TO_COPY_DIMS.replace("4096, 1, 576", "4611686018427387904, 4"),
+         "args['Input Dims'] out of range"),
         ("triton_backend.py(120)", f"triton_backend.py({HUGE}0000)", "frame line out of range"),
     ],
 )

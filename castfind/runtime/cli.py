@@ -7,22 +7,40 @@ return data or raise :class:`~castfind.runtime.trace.TraceError`, shown here as 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import runpy
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from castfind.runtime.program import Program, ProgramError, check_output, check_program, parse_program, sigterm_as_exit
-from castfind.runtime.trace import TraceError, format_bytes, read_trace, sort_sites, total_bytes, write_trace
+from castfind.runtime.program import (
+    Program,
+    ProgramError,
+    check_output,
+    check_program,
+    parse_program,
+    sigterm_as_exit,
+)
+from castfind.runtime.trace import (
+    TraceError,
+    clean_text,
+    format_bytes,
+    read_trace,
+    sort_sites,
+    total_bytes,
+    write_trace,
+)
 from castfind.types import TraceSite
 
 _NO_TORCH = "castfind record: torch is not installed; pip install 'castfind[runtime]'"
+DEBUG_ENV = "CASTFIND_DEBUG"
 
 
 def register(app: typer.Typer) -> None:
@@ -30,11 +48,34 @@ def register(app: typer.Typer) -> None:
     app.command(
         "record",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    )(record_command)
+    )(_guarded("record", record_command))
     trace_app = typer.Typer(name="trace", help="Read, convert and summarise runtime cast traces.", no_args_is_help=True)
-    trace_app.command("import")(import_command)
-    trace_app.command("show")(show_command)
+    trace_app.command("import")(_guarded("trace import", import_command))
+    trace_app.command("show")(_guarded("trace show", show_command))
     app.add_typer(trace_app, name="trace")
+
+
+def _guarded(name: str, command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with any unexpected exception shown as one line and exit 2, never click's exit 1.
+
+    The traceback goes to stderr first when ``CASTFIND_DEBUG=1``. Exits, usage errors,
+    Ctrl-C and ``SystemExit`` pass through unchanged.
+    """
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:
+            if os.environ.get(DEBUG_ENV) == "1":
+                traceback.print_exc()
+            what = f"unexpected {type(exc).__name__}: {clean_text(str(exc))}"
+            typer.echo(f"castfind: {name}: {what} — rerun with {DEBUG_ENV}=1 for the traceback and report it", err=True)
+            raise typer.Exit(2) from None
+
+    return run
 
 
 def _fail(error: TraceError | ProgramError) -> typer.Exit:
@@ -172,7 +213,8 @@ def show_command(
         raise _fail(exc) from exc
     shown = sort_sites(sites)[:top]
     if as_json:
-        typer.echo(json.dumps({"header": header, "sites": [s.to_dict() for s in shown]}, indent=2))
+        doc = {"header": header, "sites": [s.to_dict() for s in shown]}
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))  # read_trace let no NaN or Infinity in
         return
     typer.echo(format_table(header, shown, len(sites)))
 

@@ -104,7 +104,7 @@ def check_output(path: str | os.PathLike[str]) -> None:
     name = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(name))
     if os.path.isdir(name):
-        raise ProgramError(name, "cannot write the trace: is a folder", "pass a file name, e.g. -o trace.castfind.jsonl")
+        raise ProgramError(name, "cannot write the trace: is a folder", "pass a file name, e.g. -o t.castfind.jsonl")
     if not os.path.isdir(folder):
         raise ProgramError(name, "cannot write the trace: folder does not exist", "create it or pick another -o")
     if not os.access(folder, os.W_OK | os.X_OK):
