@@ -348,6 +348,12 @@ def test_record_dash_m_of_a_missing_submodule_is_one_line_and_exit_2(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last == "castfind: json.no_such_castfind_sub: no such module — check the name"
     assert "Traceback" not in proc.stderr
+    (tmp_path / "pkg_no_main").mkdir()
+    (tmp_path / "pkg_no_main" / "__init__.py").write_text("")
+    proc = _castfind("record", "-o", str(tmp_path / "t.jsonl"), "--", "-m", "pkg_no_main", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == "castfind: pkg_no_main: is a package without __main__ — name a module in it"
 
 
 # --- trace show --json is valid JSON; gzip; unexpected errors are exit 2 with one line ---------------

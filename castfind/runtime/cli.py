@@ -141,6 +141,8 @@ def _run_program(program: Program) -> int:
         raise
     except ImportError as exc:
         if program.is_module and _raised_by_runpy(exc):
+            if "__main__" in str(exc):  # runpy: "No module named pkg.__main__; 'pkg' is a package and ..."
+                raise ProgramError(program.target, "is a package without __main__", "name a module in it") from exc
             raise ProgramError(program.target, "no such module", "check the name") from exc
         traceback.print_exc()
         return 1
