@@ -368,7 +368,7 @@ def _strict_json(text: str) -> dict:
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "1e400"])
 def test_trace_show_json_never_emits_nan_or_infinity(tmp_path, number):
-    header = '{"castfind_trace": 1, "wall_s": %s, "records": 1}' % number
+    header = f'{{"castfind_trace": 1, "wall_s": {number}, "records": 1}}'
     record = json.dumps({**_site_record("a.py"), "device_time_us": 1.0, "extra_field": 2.5})
     in_extra = f'{{"castfind_trace": 1}}\n{record[:-1]}, "x": [{number}]}}\n'
     for text, line in ((f"{header}\n{record}\n", 1), (in_extra, 2)):

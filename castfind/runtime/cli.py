@@ -1,8 +1,10 @@
 """The runtime commands: ``castfind record``, ``castfind trace import``, ``castfind trace show``.
 
 Only this module prints or picks exit codes for the runtime side; the library modules
-return data or raise :class:`~castfind.runtime.trace.TraceError`, shown here as one line
-(``castfind: PATH:LINE: reason — what to do``) with exit code 2.
+return data or raise :class:`~castfind.runtime.trace.TraceError` (or, for ``record``'s
+command line, :class:`~castfind.runtime.program.ProgramError`), shown here as one line
+(``castfind: PATH:LINE: reason — what to do``) with exit code 2. Any other exception in
+these commands is also one line and exit 2; ``CASTFIND_DEBUG=1`` adds the traceback.
 """
 
 from __future__ import annotations
