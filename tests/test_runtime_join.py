@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from castfind.runtime.join import join, severity_for
+from dataclasses import replace
+
+from castfind.runtime.join import join, root_holding, severity_for
 from castfind.types import Finding, Runtime, TraceSite
 
 MIB = 1024 * 1024
@@ -26,7 +28,8 @@ def site(path: str, line: int, calls: int = 78, shape: tuple[int, ...] = (61, 1,
         numel *= d
     return TraceSite(
         path=path, line=line, function=kw.pop("function", "forward_decode"), op="aten::_to_copy",
-        src_dtype="float8_e4m3fn", dst_dtype="bfloat16", shape=shape, device=kw.pop("device", "cuda:0"),
+        src_dtype=kw.pop("src_dtype", "float8_e4m3fn"), dst_dtype="bfloat16", shape=shape,
+        device=kw.pop("device", "cuda:0"),
         calls=calls, bytes_per_call=kw.pop("bytes_per_call", numel * 3), **kw,
     )  # fmt: skip
 
@@ -119,3 +122,34 @@ def test_severity_thresholds():
     assert [severity_for(n) for n in (64 * MIB, 64 * MIB - 1, MIB, MIB - 1, 0)] == [
         "error", "warning", "warning", "info", "info",
     ]  # fmt: skip
+
+
+def test_cf900_in_a_scanned_file_gets_the_root_that_really_holds_it(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    (second / "python/sglang/srt/mem_cache").mkdir(parents=True)
+    (second / POOL).write_text("x = 1\n")
+    first.mkdir()
+    elsewhere = replace(finding(ATTN, 5), root=str(first))
+    out = join([elsewhere], [site(POOL, 1)], MODULES, roots=[str(first), str(second)])
+    assert [(o.rule, o.root) for o in out if o.rule == "CF900"] == [("CF900", str(second))]
+    # Without roots, those of the findings are tried: none holds the file, so no root (no source is read).
+    (cf900,) = [o for o in join([elsewhere], [site(POOL, 1)], MODULES) if o.rule == "CF900"]
+    assert (cf900.root, cf900.path) == ("", POOL)
+
+
+def test_scanned_name_whose_real_path_leaves_the_root_gets_no_root(tmp_path):
+    root = tmp_path / "root"
+    (root / "python/sglang/srt/mem_cache").mkdir(parents=True)
+    (tmp_path / "secret.py").write_text("secret = 1\n")
+    (root / POOL).symlink_to(tmp_path / "secret.py")
+    (out,) = join([], [site(POOL, 1)], MODULES, roots=[str(root)])
+    assert (out.rule, out.root, out.path) == ("CF900", "", POOL)
+    assert root_holding(POOL, [str(root)]) == "" and root_holding("../secret.py", [str(root)]) == ""
+
+
+def test_sites_outside_the_roots_keep_their_path_without_a_root_and_are_escaped():
+    s = site("../../../../etc/passwd\x1b[2J", 1, function="f\r", src_dtype="fp8\x9b", device="cpu\x07")
+    (out,) = [o for o in join([finding(ATTN, 5)], [s], MODULES, roots=["/"]) if o.rule == "CF900"]
+    assert (out.root, out.path, out.function) == ("", "../../../../etc/passwd\\x1b[2J", "f\\x0d")
+    assert out.runtime.src_dtype == "fp8\\x9b" and out.runtime.device == "cpu\\x07"
+    assert "\x9b" not in out.message

@@ -114,3 +114,19 @@ def test_dtype_tables_match_the_installed_torch(tmp_path):
         assert CPP_TYPES[clone["args"]["Input type"][0]] == name
         checked.add(name)
     assert {"bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "int8", "uint8"} <= checked
+
+
+def test_source_index_keeps_relative_profile_paths_inside_their_root(tmp_path):
+    from castfind.runtime.source import SourceIndex
+
+    root, outside = tmp_path / "src", tmp_path / "outside.py"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("def f(x):\n    return x.float()\n")
+    outside.write_text("def f(x):\n    return x.float()\n")
+    (root / "pkg" / "link.py").symlink_to(outside)
+    index = SourceIndex((str(root),))
+    assert index.resolve("pkg/mod.py") == str(root / "pkg" / "mod.py")
+    assert index.resolve("../outside.py") is None and index.resolve("pkg/../../outside.py") is None
+    assert index.resolve("pkg/link.py") is None
+    assert index.locate("../outside.py", 1, "f", "aten::_to_copy", "float").line is None
+    assert index.locate("pkg/mod.py", 1, "f", "aten::_to_copy", "float").line == 2

@@ -162,3 +162,111 @@ def test_fuzz_mistyped_chrome_events(data):
         key = data.draw(st.sampled_from(sorted(where) + ["cat", "ph", "Input Dims", "Input type", "Concrete Inputs"]))
         where[key] = data.draw(json_values)
     _only_trace_errors(_import_text, json.dumps(trace))
+
+
+# --- out-of-range numbers, non-finite numbers, gzip, control characters ---------------------------
+
+HUGE = "1" + "0" * 400
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "reason"),
+    [
+        ('"calls": 6', f'"calls": {HUGE}', 2, "calls out of range"),
+        ('"calls": 6', '"calls": 1e400', 2, "calls out of range"),
+        ('"bytes_per_call": 24', f'"bytes_per_call": {HUGE}', 2, "bytes_per_call out of range"),
+        ('"line": 12', f'"line": {HUGE}', 2, "line out of range"),
+        ('"steps": 2}', f'"steps": {HUGE}}}', 2, "steps out of range"),
+        ('"shape": [4, 2]', f'"shape": [4, {HUGE}]', 2, "shape out of range"),
+        ('"device_time_us": 1.5', '"device_time_us": 1e400', 2, "device_time_us out of range"),
+        ('"wall_s": 1.5', '"wall_s": 1e400', 1, "wall_s out of range"),
+        ('"steps": 2,', f'"steps": {HUGE},', 1, "steps out of range"),
+    ],
+)
+def test_numbers_out_of_range_are_positioned_trace_errors(old, new, line, reason):
+    text = _text(SITE)
+    assert old in text
+    text = text.replace(old, new, 1)
+    with pytest.raises(TraceError) as info:
+        parse_trace(text, "t.jsonl")
+    assert str(info.value).startswith(f"t.jsonl:{line}: {reason}")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_literals_are_rejected_where_they_stand(constant):
+    text = _text(SITE).replace('"wall_s": 1.5', f'"wall_s": {constant}')
+    with pytest.raises(TraceError) as info:
+        parse_trace(text, "t.jsonl")
+    assert info.value.line == 1 and constant.lstrip("-") in info.value.reason
+    extra = _text(SITE).replace('"calls": 6', f'"calls": 6, "note": [{constant}]')
+    with pytest.raises(TraceError) as info:
+        parse_trace(extra, "t.jsonl")
+    assert info.value.line == 2
+
+
+def test_gzipped_trace_is_read_by_its_magic_bytes_not_its_name(tmp_path):
+    text = _text(SITE)
+    for name in ("t.jsonl.gz", "t.jsonl"):
+        (tmp_path / name).write_bytes(gzip.compress(text.encode()))
+        assert read_trace(tmp_path / name) == parse_trace(text, name)
+
+
+def test_truncated_gzipped_trace_is_a_trace_error(tmp_path):
+    data = gzip.compress(_text(SITE).encode())
+    for cut in (3, len(data) // 2, len(data) - 4):
+        (tmp_path / "t.jsonl.gz").write_bytes(data[:cut])
+        with pytest.raises(TraceError) as info:
+            read_trace(tmp_path / "t.jsonl.gz")
+        assert info.value.line == 0 and "cannot decompress" in info.value.reason
+
+
+def test_control_characters_from_a_trace_never_come_back_raw():
+    nasty = "\x1b[2J\x1b]0;owned\x07\r\x9b31m\u202e"
+    site = TraceSite(**{**SITE.to_dict(), "path": f"/x/{nasty}a.py", "function": f"f{nasty}", "op": f"aten{nasty}",
+                        "src_dtype": f"fp8{nasty}", "dst_dtype": f"bf16{nasty}", "device": f"cuda{nasty}",
+                        "extra": {"note": f"n{nasty}"}})  # fmt: skip
+    header = {**HEADER, "torch": f"2.13{nasty}", "devices": [f"cpu{nasty}"], "source": f"s{nasty}"}
+    path = os.path.join(tempfile.mkdtemp(), "t.jsonl")
+    write_trace(path, header, [site])
+    got_header, (got,) = read_trace(path)
+    strings = [got.path, got.function, got.op, got.src_dtype, got.dst_dtype, got.device, got.extra["note"],
+               got_header["torch"], got_header["source"], *got_header["devices"]]  # fmt: skip
+    for text in strings:
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c == "\u202e" for c in text), repr(text)
+        assert "\\x1b" in text  # escaped, so the reader still sees what was there
+    assert got.path == "/x/\\x1b[2J\\x1b]0;owned\\x07\\x0d\\x9b31m\\u202ea.py"
+
+
+def test_clean_text_is_idempotent_and_leaves_printable_text_alone():
+    from castfind.runtime.trace import clean_text
+
+    assert clean_text("sglang/srt/é→x.py") == "sglang/srt/é→x.py"
+    once = clean_text("a\x00b\tc\x1bd\x85")
+    assert once == "a\\x00b\\x09c\\x1bd\\x85" and clean_text(once) == once
+
+
+TO_COPY_DIMS = '"Input Dims": [[4096, 1, 576], [], [], [], [], [], []]'  # the first aten::_to_copy's
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ('"dur": 37.5', f'"dur": {HUGE}', "event 'dur' out of range"),
+        ('"ts": ', f'"ts": {HUGE}, "x": ', "event 'ts' out of range"),
+        (TO_COPY_DIMS, TO_COPY_DIMS.replace("4096, 1, 576", HUGE), "args['Input Dims'] out of range"),
+        (TO_COPY_DIMS, TO_COPY_DIMS.replace("4096, 1, 576", "4611686018427387904, 4"),
+         "args['Input Dims'] out of range"),
+        ("triton_backend.py(120)", f"triton_backend.py({HUGE}0000)", "frame line out of range"),
+    ],
+)
+def test_chrome_trace_numbers_out_of_range_are_positioned(old, new, reason):
+    text = CHROME_TEXT.replace(old, new, 1)
+    assert text != CHROME_TEXT
+    bad_line = next(i for i, t in enumerate(text.splitlines(), 1) if HUGE in t or "4611686018427387904" in t)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "p.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        with pytest.raises(TraceError) as info:
+            import_profile(path)
+    assert (info.value.line, info.value.reason) == (bad_line, reason)

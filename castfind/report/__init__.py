@@ -61,6 +61,8 @@ class SourceCache:
     def lines(self, root: str, path: str) -> list[str]:
         """The file's lines (without line endings); errors propagate."""
         key = (root, path)
+        if not root:  # a cast measured outside the scanned roots (runtime.join): no source to read
+            return []
         if key not in self._files:
             try:
                 text = sourcetext.decode((Path(root) / path).read_bytes())

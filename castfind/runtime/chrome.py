@@ -15,7 +15,7 @@ import re
 import zlib
 from typing import Any
 
-from castfind.runtime.trace import TraceError
+from castfind.runtime.trace import MAX_INT, TraceError
 
 HOST_CATS = frozenset({"cpu_op", "python_function", "user_annotation", "cuda_runtime", "cuda_driver"})
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -66,6 +66,8 @@ class ChromeTrace:
     def _check_timing(self, index: int, event: dict[str, Any]) -> None:
         for key in ("ts", "dur"):
             value = event.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+                raise self.error(index, f"event {key!r} out of range")  # math.isfinite would overflow
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
                 raise self.error(index, f"event {key!r} must be a finite number")
         if event["dur"] < 0:
@@ -90,6 +92,8 @@ class ChromeTrace:
             return None
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.error(index, f"args[{key!r}] must be an integer")
+        if abs(value) > MAX_INT:
+            raise self.error(index, f"args[{key!r}] out of range")
         return value
 
     def str_list_arg(self, index: int, args: dict[str, Any], key: str) -> list[str]:
@@ -108,6 +112,8 @@ class ChromeTrace:
         )
         if not ok:
             raise self.error(index, "args['Input Dims'] must be a list of lists of sizes")
+        if any(n > MAX_INT for d in value for n in d):
+            raise self.error(index, "args['Input Dims'] out of range")
         return value
 
 

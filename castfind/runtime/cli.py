@@ -1,27 +1,48 @@
 """The runtime commands: ``castfind record``, ``castfind trace import``, ``castfind trace show``.
 
 Only this module prints or picks exit codes for the runtime side; the library modules
-return data or raise :class:`~castfind.runtime.trace.TraceError`, shown here as one line
-(``castfind: PATH:LINE: reason — what to do``) with exit code 2.
+return data or raise :class:`~castfind.runtime.trace.TraceError` (or, for ``record``'s
+command line, :class:`~castfind.runtime.program.ProgramError`), shown here as one line
+(``castfind: PATH:LINE: reason — what to do``) with exit code 2. Any other exception in
+these commands is also one line and exit 2; ``CASTFIND_DEBUG=1`` adds the traceback.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import runpy
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from castfind.runtime.trace import TraceError, format_bytes, read_trace, sort_sites, total_bytes, write_trace
+from castfind.runtime.program import (
+    Program,
+    ProgramError,
+    check_output,
+    check_program,
+    parse_program,
+    sigterm_as_exit,
+)
+from castfind.runtime.trace import (
+    TraceError,
+    clean_text,
+    format_bytes,
+    read_trace,
+    sort_sites,
+    total_bytes,
+    write_trace,
+)
 from castfind.types import TraceSite
 
 _NO_TORCH = "castfind record: torch is not installed; pip install 'castfind[runtime]'"
+DEBUG_ENV = "CASTFIND_DEBUG"
 
 
 def register(app: typer.Typer) -> None:
@@ -29,41 +50,70 @@ def register(app: typer.Typer) -> None:
     app.command(
         "record",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    )(record_command)
+    )(_guarded("record", record_command))
     trace_app = typer.Typer(name="trace", help="Read, convert and summarise runtime cast traces.", no_args_is_help=True)
-    trace_app.command("import")(import_command)
-    trace_app.command("show")(show_command)
+    trace_app.command("import")(_guarded("trace import", import_command))
+    trace_app.command("show")(_guarded("trace show", show_command))
     app.add_typer(trace_app, name="trace")
 
 
-def _fail(error: TraceError) -> typer.Exit:
+def _guarded(name: str, command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with any unexpected exception shown as one line and exit 2, never click's exit 1.
+
+    The traceback goes to stderr first when ``CASTFIND_DEBUG=1``. Exits, usage errors,
+    Ctrl-C and ``SystemExit`` pass through unchanged.
+    """
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:
+            if os.environ.get(DEBUG_ENV) == "1":
+                traceback.print_exc()
+            what = f"unexpected {type(exc).__name__}: {clean_text(str(exc))}"
+            typer.echo(f"castfind: {name}: {what} — rerun with {DEBUG_ENV}=1 for the traceback and report it", err=True)
+            raise typer.Exit(2) from None
+
+    return run
+
+
+def _fail(error: TraceError | ProgramError) -> typer.Exit:
     typer.echo(f"castfind: {error}", err=True)
     return typer.Exit(2)
 
 
 def record_command(
     output: Path = typer.Option(..., "-o", "--output", help="Where to write the JSONL trace."),
-    program: list[str] = typer.Argument(..., metavar="-- SCRIPT.py ARGS... | -- -m MODULE ARGS..."),
+    program: list[str] = typer.Argument(..., metavar="-- [python] SCRIPT.py ARGS... | -- [python] -m MODULE ARGS..."),
 ) -> None:
     """Run a Python program with the cast recorder on; write every dtype-changing copy to a trace.
 
     No code edits: the program runs as `python SCRIPT.py ARGS` (or `python -m MODULE ARGS`)
-    would run it, and its output and exit code pass through. CUDA-graph replays and
+    would run it, and its output and exit code pass through; a leading `python` is allowed.
+    The trace is written when the program ends, also on an exception, Ctrl-C or SIGTERM;
+    only the recording process writes it (forked children do not). CUDA-graph replays and
     torch.compile'd code bypass the recorder: record an eager, capture-free run
     (e.g. SGLang's --disable-cuda-graph).
     """
+    try:
+        spec = parse_program(program)
+        check_program(spec)
+        check_output(output)
+    except ProgramError as exc:
+        raise _fail(exc) from exc
     if importlib.util.find_spec("torch") is None:
         typer.echo(_NO_TORCH, err=True)
         raise typer.Exit(2)
-    if program and program[0] == "-m" and len(program) < 2:
-        typer.echo("castfind record: -m needs a module name", err=True)
-        raise typer.Exit(2)
     from castfind.runtime.recorder import record
 
-    code = 0
     try:
-        with record(output):
-            code = _run_program(program)
+        with record(output), sigterm_as_exit():
+            code = _run_program(spec)
+    except ProgramError as exc:
+        raise _fail(exc) from exc
     except OSError as exc:  # the trace could not be written; the program itself already ran
         typer.echo(f"castfind: {output}:0: cannot write trace ({exc.strerror or exc}) — check the folder", err=True)
         raise typer.Exit(2) from exc
@@ -71,23 +121,33 @@ def record_command(
     raise typer.Exit(code)
 
 
-def _run_program(program: list[str]) -> int:
-    """Run ``program`` like the interpreter would and return its exit status; never raises (but Ctrl-C)."""
+def _run_program(program: Program) -> int:
+    """Run ``program`` like the interpreter would and return its exit status.
+
+    Raises only on Ctrl-C, and :class:`ProgramError` when ``-m`` names a module that is
+    not there (runpy's own lookup failed; the program never started).
+    """
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     try:
-        if program[0] == "-m":
-            sys.argv = [program[1], *program[2:]]
+        sys.argv = [program.target, *program.args]
+        if program.is_module:
             _set_path0(os.getcwd())
-            runpy.run_module(program[1], run_name="__main__", alter_sys=True)
+            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
         else:
-            sys.argv = list(program)
-            _set_path0(os.path.dirname(os.path.abspath(program[0])))
-            runpy.run_path(program[0], run_name="__main__")
+            _set_path0(os.path.dirname(os.path.abspath(program.target)))
+            runpy.run_path(program.target, run_name="__main__")
         return 0
     except SystemExit as exc:
         return _exit_status(exc.code)
     except KeyboardInterrupt:
         raise
+    except ImportError as exc:
+        if program.is_module and _raised_by_runpy(exc):
+            if "__main__" in str(exc):  # runpy: "No module named pkg.__main__; 'pkg' is a package and ..."
+                raise ProgramError(program.target, "is a package without __main__", "name a module in it") from exc
+            raise ProgramError(program.target, "no such module", "check the name") from exc
+        traceback.print_exc()
+        return 1
     except BaseException:  # the program's own crash: report it as the interpreter would, exit 1
         traceback.print_exc()
         return 1
@@ -95,6 +155,14 @@ def _run_program(program: list[str]) -> int:
         sys.argv = saved_argv
         if saved_path0 is not None:
             sys.path[0] = saved_path0
+
+
+def _raised_by_runpy(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from runpy looking the module up, not from the module's own code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename == runpy.run_module.__code__.co_filename
 
 
 def _set_path0(folder: str) -> None:
@@ -149,7 +217,8 @@ def show_command(
         raise _fail(exc) from exc
     shown = sort_sites(sites)[:top]
     if as_json:
-        typer.echo(json.dumps({"header": header, "sites": [s.to_dict() for s in shown]}, indent=2))
+        doc = {"header": header, "sites": [s.to_dict() for s in shown]}
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))  # read_trace let no NaN or Infinity in
         return
     typer.echo(format_table(header, shown, len(sites)))
 

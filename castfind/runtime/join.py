@@ -6,15 +6,24 @@ prints them (``sglang/srt/x.py``); a scan names them relative to the checkout
 (``python/sglang/srt/x.py``). Both end in the module-relative path ``sglang/srt/x.py``,
 which is what is matched, together with the line. Casts that no finding covers are not
 dropped: they come back as ``CF900`` findings, sized by what they moved.
+
+A trace path is never used to open a file. A ``CF900`` in a scanned file names that file
+by its scan root and root-relative path (and only when its real path, symlinks resolved,
+lies inside that root), so the report shows the line the scanner read. A cast measured in
+a file outside the scanned roots is still reported, under the trace's path, with
+``root=""``: a finding without a root has no source to show or to check for suppressions
+(:class:`castfind.report.SourceCache` reads nothing for it). Trace strings are escaped
+(:func:`~castfind.runtime.trace.clean_text`) before they go into a finding.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from castfind.runtime.trace import format_bytes, total_bytes
+from castfind.runtime.trace import clean_text, format_bytes, total_bytes
 from castfind.types import SEVERITY_RANK, Finding, Runtime, TraceSite
 
 UNMATCHED_RULE = "CF900"
@@ -23,7 +32,9 @@ ERROR_BYTES = 64 * 1024 * 1024
 WARNING_BYTES = 1024 * 1024
 
 
-def join(findings: list[Finding], sites: list[TraceSite], modules: dict[str, str]) -> list[Finding]:
+def join(
+    findings: list[Finding], sites: list[TraceSite], modules: dict[str, str], roots: Sequence[str] = ()
+) -> list[Finding]:
     """Attach a :class:`~castfind.types.Runtime` to each finding a trace site falls in; rank the result.
 
     ``modules`` maps each scanned file's root-relative path to its dotted module name. A
@@ -31,7 +42,9 @@ def join(findings: list[Finding], sites: list[TraceSite], modules: dict[str, str
     (the innermost such finding when they nest). Several sites on one finding (different
     shapes) add up; the largest shape is kept. Sites no finding covers become ``CF900``
     findings. Findings are returned by severity, then measured bytes (largest first), then
-    path and line. Pure: the inputs are not changed.
+    path and line. ``roots`` are the scan roots (default: those of ``findings``); a ``CF900``
+    in a scanned file gets the root that really holds it, or ``""`` (no source) when none
+    does. The inputs are not changed and no file is read; paths are only resolved.
     """
     files = _FileIndex(modules, findings)
     by_file: dict[str, list[Finding]] = {}
@@ -47,11 +60,22 @@ def join(findings: list[Finding], sites: list[TraceSite], modules: dict[str, str
         else:
             unmatched.setdefault((rel or site.path, site.line, site.function, rel is not None), []).append(site)
     joined = [replace(f, runtime=_runtime(attached[id(f)])) if id(f) in attached else f for f in findings]
-    root = findings[0].root if findings else ""
+    candidates = tuple(roots) or tuple(dict.fromkeys(f.root for f in findings if f.root))
     for (path, line, function, scanned), group in unmatched.items():
         module = files.modules.get(path, "") if scanned else ""
-        joined.append(_unmatched(path, line, function, group, root if scanned else "", module))
+        root = root_holding(path, candidates) if scanned else ""
+        joined.append(_unmatched(path, line, function, group, root, module))
     return sorted(joined, key=_rank)
+
+
+def root_holding(rel: str, roots: Sequence[str]) -> str:
+    """The first root whose real path holds the file ``rel`` (symlinks resolved), or ``""`` when none does."""
+    for root in roots:
+        real_root = os.path.realpath(root)
+        real = os.path.realpath(os.path.join(root, rel))
+        if os.path.commonpath([real_root, real]) == real_root and os.path.isfile(real):
+            return root
+    return ""
 
 
 def _rank(finding: Finding) -> tuple[int, int, str, int, int]:
@@ -109,11 +133,11 @@ def _runtime(group: list[TraceSite]) -> Runtime:
     return Runtime(
         calls=calls,
         shape=big.shape,
-        src_dtype=big.src_dtype,
-        dst_dtype=big.dst_dtype,
+        src_dtype=clean_text(big.src_dtype),
+        dst_dtype=clean_text(big.dst_dtype),
         bytes_per_call=max(s.bytes_per_call for s in group),
         bytes_total=sum(total_bytes(s) for s in group),
-        device=big.device,
+        device=clean_text(big.device),
         device_time_us=round(sum(times), 3) if times else None,
         calls_per_step=round(calls / steps, 3) if steps else None,
     )
@@ -140,11 +164,11 @@ def _unmatched(path: str, line: int, function: str, group: list[TraceSite], root
         name=UNMATCHED_NAME,
         severity=severity_for(runtime.bytes_per_call),
         root=root,
-        path=path,
+        path=clean_text(path),
         line=line,
         end_line=line,
         column=1,
-        function=function,
+        function=clean_text(function),
         expr="",
         message=message,
         runtime=runtime,

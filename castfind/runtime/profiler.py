@@ -20,7 +20,7 @@ from typing import Any
 from castfind.runtime.chrome import STEP, ChromeTrace, load_chrome_trace
 from castfind.runtime.dtypes import ITEMSIZE, cpp_type_name, scalar_type_name
 from castfind.runtime.source import SourceIndex
-from castfind.runtime.trace import make_header, site_key, sort_sites
+from castfind.runtime.trace import MAX_INT, make_header, site_key, sort_sites
 from castfind.types import TraceSite
 
 CAST_OPS = frozenset({"aten::_to_copy", "aten::copy_", "aten::copy"})
@@ -170,6 +170,8 @@ class _Walker:
         if src is None or dst is None or src == dst:
             return None
         nbytes = math.prod(shape) * ITEMSIZE[src] + math.prod(dst_shape) * ITEMSIZE[dst]
+        if nbytes > MAX_INT:
+            raise trace.error(index, "args['Input Dims'] out of range")
         frame, method, step = None, None, None
         for i in reversed(stack):
             outer = trace.events[i]
@@ -184,6 +186,8 @@ class _Walker:
                 continue
             parsed = _FRAME.match(outer_name)
             if parsed and not _internal(parsed["path"]):
+                if len(parsed["line"]) > 18:  # int() of thousands of digits raises; 18 digits fit in int64
+                    raise trace.error(i, "frame line out of range")
                 frame = (parsed["path"], int(parsed["line"]), parsed["name"])
         return _Cast(name, src, dst, tuple(shape), nbytes, frame, method, step)
 

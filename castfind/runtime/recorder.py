@@ -7,6 +7,12 @@ keeps the ones whose source and destination dtypes differ, and counts them in me
 (site, op, dtypes, shape, device). The trace is written once, atomically, when the block
 exits, including by an exception or Ctrl-C.
 
+Forked children: only the process that entered the block writes the trace. A child made
+by ``os.fork`` (or ``multiprocessing`` with the fork start method) inherits the recorder
+but never writes, so it cannot overwrite the parent's trace when it unwinds; its casts
+are not recorded. (Children started by spawn or forkserver are fresh interpreters that
+the recorder does not reach at all.)
+
 What it cannot see: kernels replayed from a CUDA graph and code compiled by
 ``torch.compile`` never pass through Python dispatch. Record a capture-free, eager run.
 
@@ -73,7 +79,8 @@ def step() -> None:
 def record(path: str | os.PathLike[str]) -> Iterator[None]:
     """Record every dtype-changing copy made inside the block; write the trace to ``path`` on exit.
 
-    The trace is written even when the block raises or is interrupted. Nesting is not
+    The trace is written even when the block raises or is interrupted, by the process
+    that entered the block only: a forked child leaving it writes nothing. Nesting is not
     supported: an inner ``record`` raises ``RuntimeError``.
     """
     global _active
@@ -81,7 +88,9 @@ def record(path: str | os.PathLike[str]) -> Iterator[None]:
         raise RuntimeError("castfind.record is already active; nesting is not supported")
     import torch
 
+    path = os.path.abspath(path)  # the program may chdir before the trace is written
     mode = _mode_class()(_Recording())
+    owner = os.getpid()
     started = time.perf_counter()
     _active = mode.recording
     try:
@@ -89,17 +98,22 @@ def record(path: str | os.PathLike[str]) -> Iterator[None]:
             yield
     finally:
         _active = None
-        recording = mode.recording
-        sites = recording.sites()
-        header = make_header(
-            torch_version=str(torch.__version__),
-            devices=_device_names(torch, recording.devices),
-            wall_s=time.perf_counter() - started,
-            steps=recording.step,
-            records=len(sites),
-            source="castfind.record",
-        )
-        write_trace(path, header, sites)
+        if os.getpid() == owner:
+            _write(path, torch, mode.recording, time.perf_counter() - started)
+
+
+def _write(path: str, torch: Any, recording: _Recording, wall_s: float) -> None:
+    """The trace of ``recording``, written atomically to ``path``."""
+    sites = recording.sites()
+    header = make_header(
+        torch_version=str(torch.__version__),
+        devices=_device_names(torch, recording.devices),
+        wall_s=wall_s,
+        steps=recording.step,
+        records=len(sites),
+        source="castfind.record",
+    )
+    write_trace(path, header, sites)
 
 
 def _device_names(torch: Any, seen: set[str]) -> list[str]:

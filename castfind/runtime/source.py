@@ -43,12 +43,18 @@ class SourceIndex:
         self._files: dict[str, dict[tuple[str, int], _Function] | str] = {}
 
     def resolve(self, path: str) -> str | None:
-        """The file on disk for a trace path, or ``None``."""
+        """The file on disk for a trace path, or ``None``.
+
+        An absolute path (as the profiler prints files outside ``sys.path``) is taken as it
+        is: it names the profiled machine's file. A relative one is looked up in each root
+        and must stay inside it once ``..`` and symlinks are resolved.
+        """
         if os.path.isabs(path):
             return path if os.path.isfile(path) else None
         for root in self.roots:
             candidate = os.path.join(root, path)
-            if os.path.isfile(candidate):
+            real_root, real = os.path.realpath(root), os.path.realpath(candidate)
+            if os.path.commonpath([real_root, real]) == real_root and os.path.isfile(real):
                 return candidate
         return None
 

@@ -3,14 +3,22 @@
 Both producers (the recorder and the profiler importer) write through :func:`write_trace`
 and every consumer reads through :func:`read_trace`, so the format lives in one place.
 Reading is strict: anything truncated, foreign or mistyped raises :class:`TraceError`
-naming the file and line, never a bare ``KeyError`` or ``JSONDecodeError``.
+naming the file and line, never a bare ``KeyError`` or ``JSONDecodeError``. Counts, sizes
+and lines must fit in 64 bits and numbers must be finite (``NaN``/``Infinity`` are not
+JSON), so whatever was read can be summed, formatted and written back as valid JSON. A
+gzip-compressed trace is read by its magic bytes, whatever its name. Every string read
+from a trace passes through :func:`clean_text`: a trace is input from elsewhere and must
+not drive the terminal (escape sequences, ``\\r``) of whoever prints it.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
+import re
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,6 +41,15 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "bytes_per_call": int,
 }
 _OPTIONAL: dict[str, type | tuple[type, ...]] = {"device_time_us": (int, float), "steps": int}
+# Numeric fields checked for range before their type, so ``1e400`` reads as "out of range".
+_NUMBERS = ("line", "calls", "bytes_per_call", "steps", "device_time_us")
+_HEADER_NUMBERS = ("wall_s", "steps", "records")
+
+# The largest count, size or line a trace may hold: what torch itself counts in (int64).
+MAX_INT = 2**63 - 1
+_GZIP_MAGIC = b"\x1f\x8b"
+# C0 and C1 control characters (ESC, \r, BEL, CSI, ...) and the bidirectional overrides.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class TraceError(Exception):
@@ -56,6 +73,59 @@ class TraceError(Exception):
     def to_diagnostic(self) -> Diagnostic:
         """This error as the shared :class:`~castfind.types.Diagnostic` record."""
         return Diagnostic(self.path, self.line, str(self), kind="trace-error")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with control characters escaped (``\\x1b``, ``\\x0d``, ``\\u202e``); printable text is unchanged.
+
+    Idempotent: the escapes hold no control characters, so cleaning twice changes nothing.
+    """
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _clean_json(value: Any) -> Any:
+    """A parsed JSON value with every string in it (keys too) passed through :func:`clean_text`."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [_clean_json(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_text(k): _clean_json(v) for k, v in value.items()}
+    return value
+
+
+def _out_of_range(value: Any) -> bool:
+    """A JSON number no trace field can hold: beyond 64 bits, or ``1e400`` read as infinity."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) > MAX_INT
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    return False
+
+
+def _check_numbers(name: str, number: int, record: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
+    """Known numeric fields out of range, then any other non-finite number, as a positioned :class:`TraceError`."""
+    for key in keys:
+        if key in record and _out_of_range(record[key]):
+            raise TraceError(name, number, f"{key} out of range", "record the trace again")
+    for key, value in record.items():
+        if _has_non_finite(value):
+            raise TraceError(name, number, f"{what} field {key!r} is not a finite number", "record the trace again")
 
 
 def total_bytes(site: TraceSite) -> int:
@@ -134,12 +204,12 @@ def make_header(
 
 def dumps_trace(header: dict[str, Any], sites: Iterable[TraceSite]) -> str:
     """The JSONL text of a trace. Keys in a site's ``extra`` are written after the standard ones."""
-    lines = [json.dumps(header, sort_keys=False)]
+    lines = [json.dumps(header, sort_keys=False, allow_nan=False)]
     for site in sites:
         record = site.to_dict()
         for key, value in site.extra.items():
             record.setdefault(key, value)
-        lines.append(json.dumps(record))
+        lines.append(json.dumps(record, allow_nan=False))
     return "\n".join(lines) + "\n"
 
 
@@ -152,14 +222,27 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Trace
     """Read a ``.castfind.jsonl`` trace into its header and sites.
 
     Raises :class:`TraceError` (with the 1-based line) for anything that is not a
-    complete, well-typed castfind trace.
+    complete, well-typed castfind trace. A gzip-compressed trace (``t.jsonl.gz``) is
+    recognised by its first bytes and decompressed.
     """
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(name, 0, f"cannot read trace: {exc}", "check the path") from exc
+        with open(name, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise TraceError(name, 0, f"cannot read trace: {exc.strerror or exc}", "check the path") from exc
+    if data[:2] == _GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            reason = f"cannot decompress: {exc or 'truncated gzip'}"
+            raise TraceError(name, 0, reason, "record the trace again") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        hint = "pass a file written by `castfind record`"
+        raise TraceError(name, line, "not UTF-8 text; is this a castfind trace?", hint) from exc
     return parse_trace(text, name)
 
 
@@ -184,9 +267,19 @@ def parse_trace(text: str, name: str = "<trace>") -> tuple[dict[str, Any], list[
     return header, sites
 
 
+class _NotJsonNumber(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity``: Python's json accepts them, JSON does not."""
+
+
+def _reject_constant(constant: str) -> Any:
+    raise _NotJsonNumber(constant)
+
+
 def _loads(raw: str, name: str, number: int) -> Any:
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_reject_constant)
+    except _NotJsonNumber as exc:
+        raise TraceError(name, number, f"{exc} is not a JSON number", "record the trace again") from exc
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise TraceError(name, number, f"not valid JSON ({_short(exc)}); truncated?", "record the trace again") from exc
 
@@ -217,6 +310,7 @@ def _parse_header(raw: str, name: str, text: str) -> dict[str, Any]:
             name, 1, f"unsupported trace version {header['castfind_trace']!r} (this castfind reads {FORMAT_VERSION})",
             "record it again with this castfind",
         )
+    _check_numbers(name, 1, header, _HEADER_NUMBERS, "header")
     checks: dict[str, tuple[type | tuple[type, ...], ...]] = {
         "torch": (str,), "devices": (list,), "wall_s": (int, float), "steps": (int,), "records": (int,), "source": (str,),
     }  # fmt: skip
@@ -227,7 +321,7 @@ def _parse_header(raw: str, name: str, text: str) -> dict[str, Any]:
         raise TraceError(name, 1, "header field 'devices' must list strings", "record the trace again")
     if any(isinstance(header.get(k), int) and header[k] < 0 for k in ("steps", "records")):
         raise TraceError(name, 1, "header counts must not be negative", "record the trace again")
-    return header
+    return _clean_json(header)
 
 
 def _parse_site(raw: str, name: str, number: int) -> TraceSite:
@@ -236,6 +330,7 @@ def _parse_site(raw: str, name: str, number: int) -> TraceSite:
         raise TraceError(name, number, "a trace record must be a JSON object", "record the trace again")
     if "castfind_trace" in record:
         raise TraceError(name, number, "a second trace header; were two traces concatenated?", "keep one trace per file")
+    _check_numbers(name, number, record, _NUMBERS, "record")
     for key, types in {**_REQUIRED, **_OPTIONAL}.items():
         if key not in record:
             if key in _REQUIRED:
@@ -245,6 +340,8 @@ def _parse_site(raw: str, name: str, number: int) -> TraceSite:
         if not isinstance(value, types) or isinstance(value, bool):
             raise TraceError(name, number, f"record field {key!r} has the wrong type", "record the trace again")
     shape = record["shape"]
+    if any(_out_of_range(d) for d in shape):
+        raise TraceError(name, number, "shape out of range", "record the trace again")
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise TraceError(name, number, "record field 'shape' must list non-negative integers", "record the trace again")
     for key in ("line", "calls", "bytes_per_call", "steps"):
@@ -255,17 +352,17 @@ def _parse_site(raw: str, name: str, number: int) -> TraceSite:
         raise TraceError(name, number, "record field 'device_time_us' must be a finite, non-negative number", "")
     extra = {k: v for k, v in record.items() if k not in _REQUIRED and k not in _OPTIONAL}
     return TraceSite(
-        path=record["path"],
+        path=clean_text(record["path"]),
         line=record["line"],
-        function=record["function"],
-        op=record["op"],
-        src_dtype=record["src_dtype"],
-        dst_dtype=record["dst_dtype"],
+        function=clean_text(record["function"]),
+        op=clean_text(record["op"]),
+        src_dtype=clean_text(record["src_dtype"]),
+        dst_dtype=clean_text(record["dst_dtype"]),
         shape=tuple(shape),
-        device=record["device"],
+        device=clean_text(record["device"]),
         calls=record["calls"],
         bytes_per_call=record["bytes_per_call"],
         device_time_us=None if device_time is None else float(device_time),
         steps=record.get("steps"),
-        extra=extra,
+        extra=_clean_json(extra),
     )
