@@ -4,13 +4,17 @@ A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contex
 patterns, ``dtype_args`` and ``casts`` (what each cast method reads and produces), and ``rules``.
 Files are merged in order (later files extend lists and add rules). Every problem is a
 :class:`RuleError` with the file, line and offending key; :func:`validate` returns them all.
+
+Patterns (entry points, once functions, index names, dtype arguments, buffer attributes and
+excludes) are shell globs, matched as :func:`fnmatch.fnmatchcase` does by :func:`glob_regex`, which
+does not depend on the text of :func:`fnmatch.translate` (that changed in Python 3.14).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,9 +32,95 @@ class RuleError(Exception):
         self.path, self.line, self.key, self.reason = path, line, key, reason
 
 
+# --- globs ----------------------------------------------------------------------------------------
+
+
+def glob_regex(pattern: str, star: str = ".*", one: str = ".") -> str:
+    """The regex for a shell glob, read as :func:`fnmatch.fnmatchcase` reads it; unanchored, no flags.
+
+    ``*`` is any run of characters (``star``), ``?`` one character (``one``), ``[abc]`` or ``[a-z]`` one
+    of a set and ``[!...]`` one outside it. In a set a leading ``]`` is literal, so is a ``-`` first or
+    last, and a range whose ends are reversed (``z-a``) is empty. A ``[`` without its ``]`` and anything
+    else, ``\\`` included, stands for itself. Match it with ``re.fullmatch`` and ``re.DOTALL``.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    after_star = False
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            if not after_star:
+                out.append(star)
+            after_star = True
+            continue
+        after_star = False
+        if c == "?":
+            out.append(one)
+        elif c == "[" and (end := _set_end(pattern, i)) >= 0:
+            out.append(_char_set(pattern[i:end], one))
+            i = end + 1
+        else:
+            out.append(re.escape(c))
+    return "".join(out)
+
+
+def _set_end(pattern: str, i: int) -> int:
+    """The index of the ``]`` closing the set that starts at ``pattern[i]`` (after its ``[``); -1: none."""
+    j, n = i, len(pattern)
+    if j < n and pattern[j] == "!":
+        j += 1
+    if j < n and pattern[j] == "]":
+        j += 1
+    while j < n and pattern[j] != "]":
+        j += 1
+    return j if j < n else -1
+
+
+def _char_set(body: str, one: str) -> str:
+    negate = body.startswith("!")
+    if negate:
+        body = body[1:]
+    items: list[str] = []
+    k = 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            k += 3
+            if lo <= hi:
+                items.append(f"{re.escape(lo)}-{re.escape(hi)}")
+        else:
+            items.append(re.escape(body[k]))
+            k += 1
+    if not items:  # only reversed ranges: the set is empty
+        return one if negate else "(?!)"
+    return "[" + ("^" if negate else "") + "".join(items) + "]"
+
+
+@lru_cache(maxsize=1024)
+def _glob_set(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{glob_regex(p)})" for p in patterns), re.DOTALL)
+
+
+def glob_match(pattern: str, name: str) -> bool:
+    """``fnmatch.fnmatchcase(name, pattern)``, on every Python version alike."""
+    return globs_match((pattern,), name)
+
+
+def globs_match(patterns: tuple[str, ...], name: str) -> bool:
+    """Does ``name`` match any of ``patterns`` (shell globs, case-sensitive)?"""
+    compiled = _glob_set(tuple(patterns))
+    return compiled is not None and compiled.fullmatch(name) is not None
+
+
+# --- the rule set ---------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class BufferKind:
-    """A kind of whole buffer: getter method names and attribute name patterns (fnmatch)."""
+    """A kind of whole buffer: getter method names and attribute name patterns (globs)."""
 
     name: str
     getters: tuple[str, ...]
@@ -40,12 +130,10 @@ class BufferKind:
     infer_getters: bool = True
 
     def attribute_matches(self, attr: str) -> bool:
-        return any(fnmatch.fnmatchcase(attr, p) for p in self.attributes)
+        return globs_match(self.attributes, attr)
 
     def excluded(self, path: str, function: str) -> bool:
-        return any(fnmatch.fnmatchcase(path, p) for p in self.exclude) or any(
-            fnmatch.fnmatchcase(function, p) for p in self.exclude_in
-        )
+        return globs_match(self.exclude, path) or globs_match(self.exclude_in, function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +179,16 @@ class RuleSet:
     _words: re.Pattern[bytes] | None = field(default=None, compare=False)
 
     def is_entry(self, qualname: str) -> bool:
-        return any(fnmatch.fnmatchcase(qualname, p) for p in self.entry_points)
+        return globs_match(self.entry_points, qualname)
 
     def is_once_function(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, p) for p in self.once_functions)
+        return globs_match(self.once_functions, name)
 
     def is_scalar_index(self, name: str) -> bool:
-        last = name.rsplit(".", 1)[-1]
-        return any(fnmatch.fnmatchcase(last, p) for p in self.scalar_index)
+        return globs_match(self.scalar_index, name.rsplit(".", 1)[-1])
 
     def is_dtype_arg(self, text: str) -> bool:
-        return any(fnmatch.fnmatchcase(text, p) for p in self.dtype_args)
+        return globs_match(self.dtype_args, text)
 
     def cast_methods(self) -> set[str]:
         return {m for r in self.rules for m in r.cast}
@@ -125,8 +212,8 @@ class RuleSet:
             if inferable_only and not kind.infer_getters:
                 continue
             getters.update(re.escape(g) for g in kind.getters)
-            attrs.update(fnmatch.translate(p).replace(r"(?s:", "(?:").replace(r")\Z", ")").replace(".*", r"\w*")
-                         for p in kind.attributes)
+            # Inside a name: `*` is a run of word characters, `?` one.
+            attrs.update("(?:" + glob_regex(p, star=r"\w*", one=r"\w") + ")" for p in kind.attributes)
         alts = []
         if getters:
             alts.append(r"\b(?:" + "|".join(sorted(getters)) + ")")
