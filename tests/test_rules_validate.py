@@ -16,6 +16,160 @@ from hypothesis import example, given, settings, strategies as st
 
 from castfind.rules import RuleError, glob_regex, glob_match, load_rules, validate
 
+# A valid rule (kv-cache, `.to()`, hot) whose fields the cases below break one at a time.
+RULE = """\
+rules:
+  - id: CF201
+    name: my-rule
+    severity: warning
+    message: "{expr} casts {buffer} to {dtype}"
+    cast: [to]
+    receiver: {buffer: [kv-cache]}
+    hot: true
+    fix: "do not"
+    examples: {match: "x  # match", no_match: "y"}
+"""
+
+
+def _rule(**fields: str) -> str:
+    """RULE with some of its lines replaced (``fields``: key -> the YAML text after ``key:``)."""
+    out = []
+    for line in RULE.splitlines():
+        key = line.strip().split(":", 1)[0]
+        if key in fields and line.startswith("    "):
+            out.append(f"    {key}: {fields.pop(key)}")
+        else:
+            out.append(line)
+    out += [f"    {k}: {v}" for k, v in fields.items()]  # keys RULE lacks go last
+    return "\n".join(out) + "\n"
+
+
+# (YAML text, line, key, a word of the reason) — each is one problem a user can make.
+CASES = {
+    # wrong container types
+    "buffers-list": ("buffers: [kv-cache, weight]\n", 1, "buffers", "mapping"),
+    "buffer-kind-list": ("buffers:\n  kv-cache: [get_x]\n", 2, "buffers.kv-cache", "mapping"),
+    "getters-mapping": ("buffers:\n  mine:\n    attributes: [a]\n    getters: {get_x: 1}\n", 4,
+                        "buffers.mine.getters", "list"),
+    "getters-number-item": ("buffers:\n  mine:\n    getters:\n      - get_x\n      - 3\n", 5,
+                            "buffers.mine.getters", "string"),
+    "entry-points-mapping": ("entry_points: {forward: 1}\n", 1, "entry_points", "list"),
+    "views-scalar": ("views: 3\n", 1, "views", "list"),
+    "once-list": ("once: [__init__]\n", 1, "once", "mapping"),
+    "once-functions-scalar": ("once:\n  functions: 7\n", 2, "once.functions", "list"),
+    "once-unknown-key": ("once:\n  function: [x]\n", 2, "once.function", "unknown"),
+    "index-list": ("index: [layer_id]\n", 1, "index", "mapping"),
+    "index-string": ("index: layer_id\n", 1, "index", "mapping"),
+    "index-scalar-mapping": ("index:\n  scalar: {layer_id: 1}\n", 2, "index.scalar", "list"),
+    "casts-list": ("casts: [to, float]\n", 1, "casts", "mapping"),
+    "cast-spec-list": ("casts:\n  to: [receiver]\n", 2, "casts.to", "mapping"),
+    "cast-dtype-list": ("casts:\n  to: {operand: receiver, dtype: [a]}\n", 2, "casts.to.dtype", "string"),
+    "rules-mapping": ("rules: {id: CF201}\n", 1, "rules", "list"),
+    "rule-list": ("rules:\n  - [CF201]\n", 2, "rules[0]", "mapping"),
+    "receiver-list": (_rule(receiver="[kv-cache]"), 7, "rule CF201.receiver", "mapping"),
+    "message-list": (_rule(message="[a, b]"), 5, "rule CF201.message", "string"),
+    "fix-mapping": (_rule(fix="{a: 1}"), 9, "rule CF201.fix", "string"),
+    "examples-list": (_rule(examples="[a, b]"), 10, "rule CF201.examples", "mapping"),
+    "example-match-list": (_rule(examples="{match: [x], no_match: y}"), 10, "rule CF201.examples.match", "string"),
+    "cast-mapping": (_rule(cast="{to: 1}"), 6, "rule CF201.cast", "list"),
+    "cast-empty": (_rule(cast="[]"), 6, "rule CF201.cast", "at least one"),
+    # message templates
+    "message-attribute": (_rule(message='"{expr.nope} is bad"'), 5, "rule CF201.message", "attribute"),
+    "message-index": (_rule(message='"{expr[0]} is bad"'), 5, "rule CF201.message", "index"),
+    "message-huge-width": (_rule(message='"{expr:>99999999}"'), 5, "rule CF201.message", "width"),
+    "message-huge-precision": (_rule(message='"{expr:.1000}"'), 5, "rule CF201.message", "width"),
+    "message-nested-spec": (_rule(message='"{expr:{dtype}}"'), 5, "rule CF201.message", "nested"),
+    "message-unknown-field": (_rule(message='"{tensor} is cast"'), 5, "rule CF201.message", "placeholder"),
+    "message-positional": (_rule(message='"{} is cast"'), 5, "rule CF201.message", "placeholder"),
+    "message-bad-conversion": (_rule(message='"{expr!x}"'), 5, "rule CF201.message", "conversion"),
+    "message-bad-spec": (_rule(message='"{expr:d}"'), 5, "rule CF201.message", "format"),
+    "message-unbalanced": (_rule(message='"{expr"'), 5, "rule CF201.message", "brace"),
+    # YAML string booleans (bool('no') is True)
+    "infer-getters-string": ("buffers:\n  mine:\n    attributes: [a]\n    infer_getters: 'no'\n", 4,
+                             "buffers.mine.infer_getters", "true or false"),
+    "store-to-self-string": ('once:\n  store_to_self: "false"\n', 2, "once.store_to_self", "true or false"),
+    "hot-string": (_rule(hot='"false"'), 8, "rule CF201.hot", "true"),
+    "once-string": (_rule(once="'no'"), 11, "rule CF201.once", "true"),
+    # duplicate keys (PyYAML keeps the last one silently)
+    "duplicate-top-level": ("views: [a]\nviews: [b]\n", 2, "views", "duplicate"),
+    "duplicate-rule-key": (_rule(hot="true\n    hot: false"), 9, "rule CF201.hot", "duplicate"),
+    "duplicate-buffer-kind": ("buffers:\n  mine:\n    getters: [a]\n  mine:\n    getters: [b]\n", 4,
+                              "buffers.mine", "duplicate"),
+    "duplicate-nested": ("buffers:\n  mine:\n    getters: [a]\n    getters: [b]\n", 4,
+                         "buffers.mine.getters", "duplicate"),
+    "duplicate-flow": ("casts:\n  to: {operand: receiver, operand: argument}\n", 2, "casts.to.operand", "duplicate"),
+}
+
+
+@pytest.mark.parametrize("text,line,key,word", CASES.values(), ids=list(CASES))
+def test_bad_rule_file_is_a_positioned_error(tmp_path, text, line, key, word):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    _, errors = validate([bad])
+    mine = [e for e in errors if e.path == str(bad)]
+    assert any(e.line == line and e.key == key and word in e.reason for e in mine), [str(e) for e in errors]
+    assert all(str(e) == f"{e.path}:{e.line}: {e.key}: {e.reason}" for e in errors)
+    with pytest.raises(RuleError):
+        load_rules([bad])
+
+
+def test_valid_template_with_escaped_braces_and_small_width_loads(tmp_path):
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(_rule(message='"{{literal}} {expr!r:>40} {buffer_path:.20} {function}"'))
+    rs = load_rules([ok])
+    assert rs.rules[-1].message.startswith("{{literal}}")
+
+
+def test_duplicate_key_names_the_first_occurrence(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("views: [a]\ndtype_args: [x]\nviews: [b]\n")
+    _, errors = validate([bad])
+    assert [(e.line, e.key) for e in errors] == [(3, "views")]
+    assert "line 1" in errors[0].reason
+
+
+def test_a_recursive_alias_is_reported_not_looped_on(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("views: &v [a, *v]\n")
+    _, errors = validate([bad])
+    assert [(e.line, e.key) for e in errors] == [(1, "views")]
+
+
+def test_validate_command_lists_every_problem_without_a_traceback(tmp_path):
+    from tests.conftest import run_castfind
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(textwrap.dedent("""\
+        buffers:
+          kv-cache:
+            getters: {a: 1}
+            infer_getters: 'no'
+        casts: [to]
+        index: [layer]
+        rules:
+          - id: CF201
+            name: x-y
+            severity: error
+            message: "{expr.nope} {dtype:>99999999}"
+            cast: to
+            receiver: {buffer: [kv-cache]}
+            examples: {match: "a  # match", no_match: b}
+            hot: true
+            hot: false
+        """))
+    r = run_castfind("rules", "validate", "--rules", str(bad))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    got = {tuple(line.split(": ", 2)[:2]) for line in r.stdout.splitlines()}
+    want = {(f"{bad}:3", "buffers.kv-cache.getters"), (f"{bad}:4", "buffers.kv-cache.infer_getters"),
+            (f"{bad}:5", "casts"), (f"{bad}:6", "index"), (f"{bad}:11", "rule CF201.message"),
+            (f"{bad}:16", "rule CF201.hot")}
+    assert want <= got, r.stdout
+    for cmd in (("rules", "list"), ("rules", "test"), ("scan", str(tmp_path), "--no-cache")):
+        r = run_castfind(*cmd, "--rules", str(bad))
+        assert r.returncode == 2 and "Traceback" not in r.stderr and f"{bad}:" in r.stderr, (cmd, r.stderr)
+
+
 # --- globs: castfind's own translator, identical to fnmatch.fnmatchcase on every Python ---------------
 
 ALPHABET = "ab-z!^]\\[*?.\n|&~"
