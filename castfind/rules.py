@@ -2,7 +2,11 @@
 
 A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contexts, ``index`` name
 patterns, ``dtype_args`` and ``casts`` (what each cast method reads and produces), and ``rules``.
-Files are merged in order (later files extend lists and add rules).
+Files are merged in order: later files extend the lists, add rules and override ``casts`` entries
+and ``once.store_to_self``. A buffer kind named again (``kv-cache`` in a user file) is *extended*:
+its getters, attributes, ``exclude`` and ``exclude_in`` patterns are added to the earlier ones and
+``infer_getters``, when given, overrides; with ``replace: true`` the new definition replaces the
+earlier one instead.
 
 A rule's ``message`` is a :meth:`str.format` template over :data:`MESSAGE_FIELDS` only: no attribute
 or index access, no nested fields, no width or precision over :data:`MAX_FORMAT_WIDTH`.
@@ -148,6 +152,18 @@ class BufferKind:
     def excluded(self, path: str, function: str) -> bool:
         return globs_match(self.exclude, path) or globs_match(self.exclude_in, function)
 
+    def extended(self, other: "BufferKind", infer_getters: bool | None) -> "BufferKind":
+        """This kind with ``other``'s names added (a later file naming the same kind)."""
+        return BufferKind(
+            self.name, _union(self.getters, other.getters), _union(self.attributes, other.attributes),
+            _union(self.exclude, other.exclude), _union(self.exclude_in, other.exclude_in),
+            self.infer_getters if infer_getters is None else infer_getters,
+        )
+
+
+def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(a + b))
+
 
 @dataclass(frozen=True, slots=True)
 class CastSpec:
@@ -237,7 +253,7 @@ class RuleSet:
 
 
 _TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rules")
-_KIND_KEYS = ("getters", "attributes", "exclude", "exclude_in", "infer_getters")
+_KIND_KEYS = ("getters", "attributes", "exclude", "exclude_in", "infer_getters", "replace")
 _RULE_KEYS = ("id", "name", "severity", "message", "cast", "receiver", "hot", "once", "fix", "examples")
 _REQUIRED = ("id", "name", "severity", "message", "cast", "receiver", "examples")
 _ID = re.compile(r"^CF\d{3}$")
@@ -558,7 +574,12 @@ def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, 
         f.strings(spec, "exclude_in", f"{where}.exclude_in"),
     )
     infer = f.boolean(spec, "infer_getters", f"{where}.infer_getters")
-    kinds[name] = dataclasses.replace(kind, infer_getters=True if infer is None else infer)
+    replace = f.boolean(spec, "replace", f"{where}.replace")
+    earlier = kinds.get(name)
+    if earlier is None or replace:
+        kinds[name] = dataclasses.replace(kind, infer_getters=True if infer is None else infer)
+    else:  # a kind named again extends the earlier one (`replace: true` says otherwise)
+        kinds[name] = earlier.extended(kind, infer)
 
 
 def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> None:

@@ -90,6 +90,8 @@ CASES = {
     "store-to-self-string": ('once:\n  store_to_self: "false"\n', 2, "once.store_to_self", "true or false"),
     "hot-string": (_rule(hot='"false"'), 8, "rule CF201.hot", "true"),
     "once-string": (_rule(once="'no'"), 11, "rule CF201.once", "true"),
+    "replace-string": ("buffers:\n  kv-cache:\n    replace: 'yes'\n    getters: [g]\n", 3,
+                       "buffers.kv-cache.replace", "true or false"),
     # duplicate keys (PyYAML keeps the last one silently)
     "duplicate-top-level": ("views: [a]\nviews: [b]\n", 2, "views", "duplicate"),
     "duplicate-rule-key": (_rule(hot="true\n    hot: false"), 9, "rule CF201.hot", "duplicate"),
@@ -168,6 +170,54 @@ def test_validate_command_lists_every_problem_without_a_traceback(tmp_path):
     for cmd in (("rules", "list"), ("rules", "test"), ("scan", str(tmp_path), "--no-cache")):
         r = run_castfind(*cmd, "--rules", str(bad))
         assert r.returncode == 2 and "Traceback" not in r.stderr and f"{bad}:" in r.stderr, (cmd, r.stderr)
+
+
+# --- buffer kinds: a user file extends a default kind, or replaces it with `replace: true` -----------
+
+
+def test_user_buffer_kind_extends_the_default(tmp_path):
+    default = load_rules().buffers["kv-cache"]
+    user = tmp_path / "user.yaml"
+    user.write_text("buffers:\n  kv-cache:\n    getters: [get_my_cache]\n    attributes: [my_pages]\n"
+                    "    exclude: ['*scratch*']\n")
+    kind = load_rules([user]).buffers["kv-cache"]
+    assert set(kind.getters) == set(default.getters) | {"get_my_cache"}
+    assert set(kind.attributes) == set(default.attributes) | {"my_pages"}
+    assert set(kind.exclude) == set(default.exclude) | {"*scratch*"}
+    assert kind.infer_getters == default.infer_getters
+    assert kind.attribute_matches("kv_buffer") and kind.attribute_matches("my_pages")
+
+
+def test_user_buffer_kind_extension_keeps_default_excludes_and_may_set_a_flag(tmp_path):
+    default = load_rules().buffers["weight"]
+    user = tmp_path / "user.yaml"
+    user.write_text("buffers:\n  weight:\n    attributes: [qweight]\n    infer_getters: true\n")
+    kind = load_rules([user]).buffers["weight"]
+    assert set(kind.exclude) == set(default.exclude) and set(kind.exclude_in) == set(default.exclude_in)
+    assert kind.infer_getters is True and default.infer_getters is False
+    assert kind.excluded("self.norm.weight", "Model.forward")
+
+
+def test_user_buffer_kind_with_replace_true_replaces_the_default(tmp_path):
+    user = tmp_path / "user.yaml"
+    user.write_text("buffers:\n  kv-cache:\n    replace: true\n    getters: [get_my_cache]\n")
+    kind = load_rules([user]).buffers["kv-cache"]
+    assert kind.getters == ("get_my_cache",) and kind.attributes == ()
+    assert not kind.attribute_matches("kv_buffer")
+
+
+def test_extended_kind_is_what_the_scan_uses(tmp_path):
+    """A getter added to the default kv-cache kind makes CF101 fire; the default getters still do."""
+    from castfind.ruletest import _flagged
+
+    user = tmp_path / "user.yaml"
+    user.write_text("buffers:\n  kv-cache:\n    getters: [fetch_pages]\n")
+    code = ("class B:\n    def forward_decode(self, q, layer):\n"
+            "        a = self.pool.fetch_pages(layer.layer_id).to(q.dtype)  # match\n"
+            "        b = self.pool.get_key_buffer(layer.layer_id).to(q.dtype)  # match\n"
+            "        return a, b\n")
+    assert _flagged(load_rules(), code, "CF101") == {4}
+    assert _flagged(load_rules([user]), code, "CF101") == {3, 4}
 
 
 # --- globs: castfind's own translator, identical to fnmatch.fnmatchcase on every Python ---------------
