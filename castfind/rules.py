@@ -269,6 +269,7 @@ def default_rule_dir() -> Path:
 
 
 def rule_files(dirs: list[str | Path]) -> list[Path]:
+    """The rule files of ``dirs`` (files, or the ``*.yaml``/``*.yml`` of folders), each file once."""
     out: list[Path] = []
     for d in dirs:
         p = Path(d)
@@ -278,7 +279,14 @@ def rule_files(dirs: list[str | Path]) -> list[Path]:
             out += sorted(x for x in p.iterdir() if x.suffix in (".yaml", ".yml"))
         else:
             raise RuleError(str(p), 0, "--rules", "no such rule file or folder")
-    return out
+    seen: set[Path] = set()
+    unique: list[Path] = []
+    for f in out:  # `--rules rules/` names the default folder again: read it once, not as duplicates
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
 
 
 def message_problem(message: str) -> str | None:

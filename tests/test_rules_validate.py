@@ -291,3 +291,16 @@ def test_buffer_attribute_patterns_do_not_depend_on_fnmatch_translate(monkeypatc
     finally:
         monkeypatch.undo()
         _clear_fnmatch_cache()
+
+
+def test_a_rule_file_named_twice_is_read_once(tmp_path):
+    """`castfind rules validate --rules rules/` names the default folder again: not 4 duplicate ids."""
+    from castfind.rules import default_rule_dir
+
+    rs, errors = validate([default_rule_dir(), default_rule_dir() / "castfind.yaml"])
+    assert errors == [] and rs is not None
+    assert [r.id for r in rs.rules] == [r.id for r in load_rules().rules]
+    copy = tmp_path / "castfind.yaml"  # a copy is another file: its ids are duplicates
+    copy.write_text((default_rule_dir() / "castfind.yaml").read_text())
+    _, errors = validate([copy])
+    assert errors and all("duplicate id" in e.reason and e.path == str(copy) for e in errors)
