@@ -3,7 +3,8 @@
 For each cast: which operand it reads (:class:`~castfind.rules.CastSpec`), whether that operand is
 a whole buffer (:mod:`castfind.provenance`), whether it runs once (initialisation, loading, behind a
 memo) and, only when a rule asks, whether its function is hot (:mod:`castfind.callgraph`).
-The first rule in file order that matches a cast reports it.
+The first rule in file order that matches a cast reports it; with ``explain``, the explanation
+names the later matching rules it shadows (a user rule overlapping a default one).
 """
 
 from __future__ import annotations
@@ -100,19 +101,23 @@ class Checker:
             elif origin is None:
                 why.append("its operand is not a whole buffer (a parameter, a gathered or batch-sliced tensor, or a name no rule knows)")
             else:
-                f = self._judge(facts, root, cast, origin, dtype, why)
+                f = self._judge(facts, root, cast, origin, dtype, why, explain)
                 if f is not None:
                     out.append(f)
             if explain:
                 self.explanations[(facts.path, cast.line)] = why
         return out
 
-    def _judge(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str, why: list[str]) -> Finding | None:
+    def _judge(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str, why: list[str],
+               explain: bool = False) -> Finding | None:
+        """The finding of the first rule that matches; with ``explain``, also name the later ones it shadows."""
         why += [f"provenance: {h}" for h in origin.hops]
         once = is_once(self.rules, cast, origin.path)
         why.append("runs once (initialisation, loading or memoised)" if once else "runs on every call")
         hot: tuple[str, ...] | None = None
         hot_known = False
+        matched: list[Rule] = []
+        win_hot: tuple[str, ...] | None = None  # as known when the first rule matched: the finding's hot path
         for rule in self._applicable(cast, origin, once):
             if rule.hot is not None:
                 if not hot_known:
@@ -121,10 +126,20 @@ class Checker:
                     why.append(f"hot path: {' -> '.join(hot)}" if hot else "cold: no entry point reaches it")
                 if rule.hot != (hot is not None):
                     continue
-            why.append(f"matches {rule.id} {rule.name}")
-            return self._finding(facts, root, cast, origin, dtype, rule, hot or ())
-        why.append("no rule matches this combination")
-        return None
+            if not matched:
+                win_hot = hot
+            matched.append(rule)
+            if not explain:
+                break
+        if not matched:
+            why.append("no rule matches this combination")
+            return None
+        rule = matched[0]
+        why.append(f"matches {rule.id} {rule.name}")
+        if len(matched) > 1:
+            why.append(f"{rule.id} ({rule.source}:{rule.line}) takes the line, the first matching rule in file order; "
+                       "it shadows " + ", ".join(f"{r.id} {r.name} ({r.source}:{r.line})" for r in matched[1:]))
+        return self._finding(facts, root, cast, origin, dtype, rule, win_hot or ())
 
     def _finding(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str,
                  rule: Rule, hot: tuple[str, ...]) -> Finding:

@@ -2,15 +2,31 @@
 
 A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contexts, ``index`` name
 patterns, ``dtype_args`` and ``casts`` (what each cast method reads and produces), and ``rules``.
-Files are merged in order (later files extend lists and add rules). Every problem is a
-:class:`RuleError` with the file, line and offending key; :func:`validate` returns them all.
+Files are merged in order: later files extend the lists, add rules and override ``casts`` entries
+and ``once.store_to_self``. A buffer kind named again (``kv-cache`` in a user file) is *extended*:
+its getters, attributes, ``exclude`` and ``exclude_in`` patterns are added to the earlier ones and
+``infer_getters``, when given, overrides; with ``replace: true`` the new definition replaces the
+earlier one instead.
+
+A rule's ``message`` is a :meth:`str.format` template over :data:`MESSAGE_FIELDS` only: no attribute
+or index access, no nested fields, no width or precision over :data:`MAX_FORMAT_WIDTH`.
+Patterns (entry points, once functions, index names, dtype arguments, buffer attributes and
+excludes) are shell globs, matched as :func:`fnmatch.fnmatchcase` does by :func:`glob_regex`, which
+does not depend on the text of :func:`fnmatch.translate` (that changed in Python 3.14).
+
+Every problem is a :class:`RuleError` with the file, line and offending key: a wrong type (a list
+where a mapping belongs, a quoted ``'no'`` where a boolean belongs), an unknown or repeated key,
+a bad template. :func:`validate` returns them all, :func:`load_rules` raises the first.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import dataclasses
 import re
+import string
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,6 +34,11 @@ from typing import Any
 import yaml
 
 from castfind.types import SEVERITIES
+
+#: The placeholders a rule's ``message`` may use.
+MESSAGE_FIELDS = ("expr", "buffer", "buffer_path", "dtype", "function")
+#: The largest width or precision a ``message`` placeholder may ask for (``{expr:>40}``).
+MAX_FORMAT_WIDTH = 100
 
 
 class RuleError(Exception):
@@ -28,9 +49,95 @@ class RuleError(Exception):
         self.path, self.line, self.key, self.reason = path, line, key, reason
 
 
+# --- globs ----------------------------------------------------------------------------------------
+
+
+def glob_regex(pattern: str, star: str = ".*", one: str = ".") -> str:
+    """The regex for a shell glob, read as :func:`fnmatch.fnmatchcase` reads it; unanchored, no flags.
+
+    ``*`` is any run of characters (``star``), ``?`` one character (``one``), ``[abc]`` or ``[a-z]`` one
+    of a set and ``[!...]`` one outside it. In a set a leading ``]`` is literal, so is a ``-`` first or
+    last, and a range whose ends are reversed (``z-a``) is empty. A ``[`` without its ``]`` and anything
+    else, ``\\`` included, stands for itself. Match it with ``re.fullmatch`` and ``re.DOTALL``.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    after_star = False
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            if not after_star:
+                out.append(star)
+            after_star = True
+            continue
+        after_star = False
+        if c == "?":
+            out.append(one)
+        elif c == "[" and (end := _set_end(pattern, i)) >= 0:
+            out.append(_char_set(pattern[i:end], one))
+            i = end + 1
+        else:
+            out.append(re.escape(c))
+    return "".join(out)
+
+
+def _set_end(pattern: str, i: int) -> int:
+    """The index of the ``]`` closing the set that starts at ``pattern[i]`` (after its ``[``); -1: none."""
+    j, n = i, len(pattern)
+    if j < n and pattern[j] == "!":
+        j += 1
+    if j < n and pattern[j] == "]":
+        j += 1
+    while j < n and pattern[j] != "]":
+        j += 1
+    return j if j < n else -1
+
+
+def _char_set(body: str, one: str) -> str:
+    negate = body.startswith("!")
+    if negate:
+        body = body[1:]
+    items: list[str] = []
+    k = 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            k += 3
+            if lo <= hi:
+                items.append(f"{re.escape(lo)}-{re.escape(hi)}")
+        else:
+            items.append(re.escape(body[k]))
+            k += 1
+    if not items:  # only reversed ranges: the set is empty
+        return one if negate else "(?!)"
+    return "[" + ("^" if negate else "") + "".join(items) + "]"
+
+
+@lru_cache(maxsize=1024)
+def _glob_set(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{glob_regex(p)})" for p in patterns), re.DOTALL)
+
+
+def glob_match(pattern: str, name: str) -> bool:
+    """``fnmatch.fnmatchcase(name, pattern)``, on every Python version alike."""
+    return globs_match((pattern,), name)
+
+
+def globs_match(patterns: tuple[str, ...], name: str) -> bool:
+    """Does ``name`` match any of ``patterns`` (shell globs, case-sensitive)?"""
+    compiled = _glob_set(tuple(patterns))
+    return compiled is not None and compiled.fullmatch(name) is not None
+
+
+# --- the rule set ---------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class BufferKind:
-    """A kind of whole buffer: getter method names and attribute name patterns (fnmatch)."""
+    """A kind of whole buffer: getter method names and attribute name patterns (globs)."""
 
     name: str
     getters: tuple[str, ...]
@@ -40,12 +147,22 @@ class BufferKind:
     infer_getters: bool = True
 
     def attribute_matches(self, attr: str) -> bool:
-        return any(fnmatch.fnmatchcase(attr, p) for p in self.attributes)
+        return globs_match(self.attributes, attr)
 
     def excluded(self, path: str, function: str) -> bool:
-        return any(fnmatch.fnmatchcase(path, p) for p in self.exclude) or any(
-            fnmatch.fnmatchcase(function, p) for p in self.exclude_in
+        return globs_match(self.exclude, path) or globs_match(self.exclude_in, function)
+
+    def extended(self, other: "BufferKind", infer_getters: bool | None) -> "BufferKind":
+        """This kind with ``other``'s names added (a later file naming the same kind)."""
+        return BufferKind(
+            self.name, _union(self.getters, other.getters), _union(self.attributes, other.attributes),
+            _union(self.exclude, other.exclude), _union(self.exclude_in, other.exclude_in),
+            self.infer_getters if infer_getters is None else infer_getters,
         )
+
+
+def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(a + b))
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +208,16 @@ class RuleSet:
     _words: re.Pattern[bytes] | None = field(default=None, compare=False)
 
     def is_entry(self, qualname: str) -> bool:
-        return any(fnmatch.fnmatchcase(qualname, p) for p in self.entry_points)
+        return globs_match(self.entry_points, qualname)
 
     def is_once_function(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, p) for p in self.once_functions)
+        return globs_match(self.once_functions, name)
 
     def is_scalar_index(self, name: str) -> bool:
-        last = name.rsplit(".", 1)[-1]
-        return any(fnmatch.fnmatchcase(last, p) for p in self.scalar_index)
+        return globs_match(self.scalar_index, name.rsplit(".", 1)[-1])
 
     def is_dtype_arg(self, text: str) -> bool:
-        return any(fnmatch.fnmatchcase(text, p) for p in self.dtype_args)
+        return globs_match(self.dtype_args, text)
 
     def cast_methods(self) -> set[str]:
         return {m for r in self.rules for m in r.cast}
@@ -125,8 +241,8 @@ class RuleSet:
             if inferable_only and not kind.infer_getters:
                 continue
             getters.update(re.escape(g) for g in kind.getters)
-            attrs.update(fnmatch.translate(p).replace(r"(?s:", "(?:").replace(r")\Z", ")").replace(".*", r"\w*")
-                         for p in kind.attributes)
+            # Inside a name: `*` is a run of word characters, `?` one.
+            attrs.update("(?:" + glob_regex(p, star=r"\w*", one=r"\w") + ")" for p in kind.attributes)
         alts = []
         if getters:
             alts.append(r"\b(?:" + "|".join(sorted(getters)) + ")")
@@ -136,8 +252,10 @@ class RuleSet:
         return re.compile(("(?:" + "|".join(alts) + r")\b").encode()) if alts else None
 
 
-_TOP_KEYS = {"buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rules"}
-_RULE_KEYS = {"id", "name", "severity", "message", "cast", "receiver", "hot", "once", "fix", "examples"}
+_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rules")
+_KIND_KEYS = ("getters", "attributes", "exclude", "exclude_in", "infer_getters", "replace")
+_RULE_KEYS = ("id", "name", "severity", "message", "cast", "receiver", "hot", "once", "fix", "examples")
+_REQUIRED = ("id", "name", "severity", "message", "cast", "receiver", "examples")
 _ID = re.compile(r"^CF\d{3}$")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -151,6 +269,7 @@ def default_rule_dir() -> Path:
 
 
 def rule_files(dirs: list[str | Path]) -> list[Path]:
+    """The rule files of ``dirs`` (files, or the ``*.yaml``/``*.yml`` of folders), each file once."""
     out: list[Path] = []
     for d in dirs:
         p = Path(d)
@@ -160,144 +279,370 @@ def rule_files(dirs: list[str | Path]) -> list[Path]:
             out += sorted(x for x in p.iterdir() if x.suffix in (".yaml", ".yml"))
         else:
             raise RuleError(str(p), 0, "--rules", "no such rule file or folder")
-    return out
+    seen: set[Path] = set()
+    unique: list[Path] = []
+    for f in out:  # `--rules rules/` names the default folder again: read it once, not as duplicates
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
 
 
-def _line_of(node: yaml.Node | None, key: str | None = None) -> int:
-    if node is None:
-        return 0
-    if key is not None and isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if getattr(k, "value", None) == key:
-                return k.start_mark.line + 1
-    return node.start_mark.line + 1
+def message_problem(message: str) -> str | None:
+    """Why ``message`` is not an acceptable rule message template (None: it is).
 
-
-def _map_node(node: yaml.Node, key: str) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if getattr(k, "value", None) == key:
-                return v
+    Only the :data:`MESSAGE_FIELDS` placeholders, no attribute or index access (``{expr.x}``,
+    ``{expr[0]}``), no nested fields in a format spec and no width or precision over
+    :data:`MAX_FORMAT_WIDTH` (``{expr:>99999999}`` would build a 100 MB string per finding).
+    """
+    try:
+        parts = list(string.Formatter().parse(message))
+    except ValueError as e:
+        return f"unbalanced brace ({e}); write {{{{ or }}}} for a literal brace"
+    names = ", ".join("{" + f + "}" for f in MESSAGE_FIELDS)
+    for _, name, spec_or_none, conversion in parts:
+        if name is None:
+            continue
+        spec = spec_or_none or ""
+        if "." in name or "[" in name:
+            return f"{{{name}}}: attribute or index access is not allowed; use one of {names}"
+        if name not in MESSAGE_FIELDS:
+            return f"unknown placeholder {{{name}}}; expected one of {names}"
+        if conversion not in (None, "r", "s", "a"):
+            return f"{{{name}!{conversion}}}: unknown conversion; use !r, !s or !a"
+        if "{" in spec or "}" in spec:
+            return f"{{{name}:{spec}}}: nested placeholders in a format spec are not allowed"
+        if any(len(d.lstrip("0")) > 3 or int(d.lstrip("0") or "0") > MAX_FORMAT_WIDTH
+               for d in re.findall(r"\d+", spec)):
+            return f"{{{name}:{spec}}}: a width or precision over {MAX_FORMAT_WIDTH} is not allowed"
+    try:
+        message.format(**{f: "x" for f in MESSAGE_FIELDS})
+    except (ValueError, TypeError) as e:
+        return f"cannot format the message: {e}"
     return None
 
 
-def _strs(value: Any, path: str, line: int, key: str, errors: list[RuleError]) -> tuple[str, ...]:
-    if value is None:
-        return ()
+# --- reading a rule file --------------------------------------------------------------------------
+
+
+class _Map(dict[Any, Any]):
+    """A YAML mapping that keeps its line, each key's line and the keys written twice."""
+
+    line: int
+    key_lines: dict[Any, int]
+    duplicates: list[tuple[Any, int, int]]  # (key, its line, the line of its first occurrence)
+
+
+class _Seq(list[Any]):
+    """A YAML list that keeps its line and each item's line."""
+
+    line: int
+    item_lines: list[int]
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` building :class:`_Map` and :class:`_Seq`: positions for every message."""
+
+
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[_Map]:
+    data = _Map()
+    data.line, data.key_lines, data.duplicates = node.start_mark.line + 1, {}, []
+    yield data
+    # Keys merged in with `<<: *anchor` may be overridden; keys written twice may not.
+    written = {id(k) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"}
+    loader.flatten_mapping(node)
+    first: dict[Any, int] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, "found an unhashable key", key_node.start_mark
+            ) from None
+        line = key_node.start_mark.line + 1
+        if id(key_node) in written:
+            if key in first:
+                data.duplicates.append((key, line, first[key]))
+            else:
+                first[key] = line
+        data[key] = loader.construct_object(value_node)
+        data.key_lines[key] = line
+
+
+def _construct_seq(loader: _Loader, node: yaml.SequenceNode) -> Iterator[_Seq]:
+    data = _Seq()
+    data.line, data.item_lines = node.start_mark.line + 1, [n.start_mark.line + 1 for n in node.value]
+    yield data
+    data.extend(loader.construct_sequence(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+_Loader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
+
+
+def _what(value: Any) -> str:
+    """How a wrong value reads in a message."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
     if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    errors.append(RuleError(path, line, key, "expected a string or a list of strings"))
-    return ()
+        return f"the string {value[:40]!r}"
+    if value is None:
+        return "nothing"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    return f"a {type(value).__name__}"
+
+
+def _key_line(m: Any, key: Any) -> int:
+    return m.key_lines.get(key, m.line) if isinstance(m, _Map) else 0
+
+
+def _join(where: str, key: Any) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _rule_where(r: Any, i: int) -> str:
+    rid = r.get("id") if isinstance(r, dict) else None
+    return f"rule {rid}" if isinstance(rid, str) and rid else f"rules[{i}]"
+
+
+@dataclass
+class _File:
+    """One rule file being read: its path and the problems found in it."""
+
+    path: str
+    errors: list[RuleError] = field(default_factory=list)
+
+    def err(self, line: int, key: str, reason: str) -> None:
+        self.errors.append(RuleError(self.path, line, key, reason))
+
+    def keys(self, m: _Map, allowed: Iterable[str], where: str) -> None:
+        allowed = tuple(allowed)
+        for k in m:
+            if k not in allowed:
+                self.err(_key_line(m, k), _join(where, k), f"unknown key; expected one of {sorted(allowed)}")
+
+    def mapping(self, m: _Map, key: str, where: str, shape: str = "") -> _Map | None:
+        """``m[key]`` when it is a mapping; None when it is absent or null (or wrong: reported)."""
+        value = m.get(key)
+        if value is None or isinstance(value, _Map):
+            return value
+        self.err(_key_line(m, key), where, f"expected a mapping{shape}, got {_what(value)}")
+        return None
+
+    def strings(self, m: _Map, key: str, where: str) -> tuple[str, ...]:
+        """``m[key]`` as a list of strings (a lone string is a list of one)."""
+        value = m.get(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, _Seq):
+            self.err(_key_line(m, key), where, f"expected a list of strings, got {_what(value)}")
+            return ()
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                self.err(value.item_lines[i], where, f"expected a string, got {_what(item)} (item {i + 1})")
+        return tuple(item for item in value if isinstance(item, str))
+
+    def string(self, m: _Map, key: str, where: str) -> str | None:
+        value = m.get(key)
+        if value is None or isinstance(value, str):
+            return value
+        self.err(_key_line(m, key), where, f"expected a string, got {_what(value)}")
+        return None
+
+    def boolean(self, m: _Map, key: str, where: str) -> bool | None:
+        """``m[key]`` when it is true or false; None when absent or null (or wrong: reported)."""
+        value = m.get(key)
+        if value is None or isinstance(value, bool):
+            return value
+        why = " (quoted, it is a string, and any non-empty string counts as true)" if isinstance(value, str) else ""
+        self.err(_key_line(m, key), where, f"expected true or false, got {_what(value)}{why}")
+        return None
+
+    def duplicates(self, node: Any, where: str, seen: set[int]) -> None:
+        """Report every key written twice in one mapping, anywhere under ``node``."""
+        if id(node) in seen:  # an alias seen before (or a recursive one)
+            return
+        seen.add(id(node))
+        if isinstance(node, _Map):
+            for key, line, first in node.duplicates:
+                self.err(line, _join(where, key), f"duplicate key (first at line {first}); YAML keeps only the last")
+            for k, v in node.items():
+                self.duplicates(v, _join(where, k), seen)
+        elif isinstance(node, _Seq):
+            for i, v in enumerate(node):
+                self.duplicates(v, _rule_where(v, i) if where == "rules" else f"{where}[{i}]", seen)
+
+
+def _read(f: _File, path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        f.err(0, "file", f"cannot read: {e}")
+        return None
+    loader: _Loader | None = None
+    try:
+        loader = _Loader(text)
+        return loader.get_single_data()
+    except yaml.reader.ReaderError as e:  # a character YAML does not allow
+        f.err(text.count("\n", 0, e.position) + 1, "yaml", str(e).split("\n")[0])
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        f.err((mark.line + 1) if mark else 0, "yaml", str(getattr(e, "problem", None) or e))
+    except RecursionError:
+        f.err(0, "yaml", "nested too deeply")
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return None
 
 
 def _parse_file(path: Path, acc: dict[str, Any], errors: list[RuleError]) -> None:
-    p = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError) as e:
-        errors.append(RuleError(p, 0, "file", f"cannot read: {e}"))
-        return
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        errors.append(RuleError(p, (mark.line + 1) if mark else 0, "yaml", str(getattr(e, "problem", e))))
-        return
-    if data is None:
-        return
-    if not isinstance(data, dict):
-        errors.append(RuleError(p, 1, "file", "a rule file must be a mapping with 'rules', 'buffers', ..."))
-        return
-    for key in data:
-        if key not in _TOP_KEYS:
-            errors.append(RuleError(p, _line_of(node, key), str(key), f"unknown top-level key; expected one of {sorted(_TOP_KEYS)}"))
-    for name, spec in (data.get("buffers") or {}).items():
-        ln = _line_of(_map_node(node, "buffers"), name)
-        if not isinstance(spec, dict):
-            errors.append(RuleError(p, ln, f"buffers.{name}", "expected a mapping with getters/attributes"))
+    f = _File(str(path))
+    data = _read(f, path)
+    if data is not None and not isinstance(data, _Map):
+        f.err(1, "file", f"a rule file must be a mapping with 'rules', 'buffers', ...; got {_what(data)}")
+    elif data is not None:
+        f.duplicates(data, "", set())
+        f.keys(data, _TOP_KEYS, "")
+        _parse_sections(f, data, acc)
+    errors += sorted(f.errors, key=lambda e: e.line)
+
+
+def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
+    buffers = f.mapping(data, "buffers", "buffers", " of buffer kinds")
+    if buffers is not None:
+        for name, spec in buffers.items():
+            _parse_kind(f, buffers, name, spec, acc["buffers"])
+    acc["entry_points"] += f.strings(data, "entry_points", "entry_points")
+    once = f.mapping(data, "once", "once", " {functions: [...], guards: [...], store_to_self: BOOL}")
+    if once is not None:
+        f.keys(once, ("functions", "guards", "store_to_self"), "once")
+        acc["once_functions"] += f.strings(once, "functions", "once.functions")
+        acc["once_guards"] += f.strings(once, "guards", "once.guards")
+        store = f.boolean(once, "store_to_self", "once.store_to_self")
+        if store is not None:
+            acc["once_store_to_self"] = store
+    index = f.mapping(data, "index", "index", " {scalar: [NAME, ...]}")
+    if index is not None:
+        f.keys(index, ("scalar",), "index")
+        acc["scalar_index"] += f.strings(index, "scalar", "index.scalar")
+    acc["views"] += f.strings(data, "views", "views")
+    acc["dtype_args"] += f.strings(data, "dtype_args", "dtype_args")
+    casts = f.mapping(data, "casts", "casts", " of cast methods")
+    for m, spec in (casts or {}).items():
+        where = f"casts.{m}"
+        if not isinstance(spec, _Map):
+            f.err(_key_line(casts, m), where,
+                  f"expected a mapping {{operand: receiver|argument, dtype: NAME?}}, got {_what(spec)}")
             continue
-        for k in spec:
-            if k not in ("getters", "attributes", "exclude", "exclude_in", "infer_getters"):
-                errors.append(RuleError(p, ln, f"buffers.{name}.{k}", "unknown key"))
-        acc["buffers"][name] = BufferKind(
-            name,
-            _strs(spec.get("getters"), p, ln, f"buffers.{name}.getters", errors),
-            _strs(spec.get("attributes"), p, ln, f"buffers.{name}.attributes", errors),
-            _strs(spec.get("exclude"), p, ln, f"buffers.{name}.exclude", errors),
-            _strs(spec.get("exclude_in"), p, ln, f"buffers.{name}.exclude_in", errors),
-            bool(spec.get("infer_getters", True)),
-        )
-    acc["entry_points"] += _strs(data.get("entry_points"), p, _line_of(node, "entry_points"), "entry_points", errors)
-    once = data.get("once") or {}
-    if not isinstance(once, dict):
-        errors.append(RuleError(p, _line_of(node, "once"), "once", "expected a mapping with functions/guards"))
-        once = {}
-    acc["once_functions"] += _strs(once.get("functions"), p, _line_of(node, "once"), "once.functions", errors)
-    acc["once_guards"] += _strs(once.get("guards"), p, _line_of(node, "once"), "once.guards", errors)
-    if "store_to_self" in once:
-        acc["once_store_to_self"] = bool(once["store_to_self"])
-    index = data.get("index") or {}
-    acc["scalar_index"] += _strs(index.get("scalar") if isinstance(index, dict) else None, p,
-                                 _line_of(node, "index"), "index.scalar", errors)
-    acc["views"] += _strs(data.get("views"), p, _line_of(node, "views"), "views", errors)
-    acc["dtype_args"] += _strs(data.get("dtype_args"), p, _line_of(node, "dtype_args"), "dtype_args", errors)
-    for m, spec in (data.get("casts") or {}).items():
-        ln = _line_of(_map_node(node, "casts"), m)
-        if not isinstance(spec, dict) or spec.get("operand", "receiver") not in ("receiver", "argument"):
-            errors.append(RuleError(p, ln, f"casts.{m}", "expected {operand: receiver|argument, dtype: NAME?}"))
+        f.keys(spec, ("operand", "dtype"), where)
+        operand = f.string(spec, "operand", f"{where}.operand") or "receiver"
+        dtype = f.string(spec, "dtype", f"{where}.dtype")
+        if operand not in ("receiver", "argument"):
+            f.err(_key_line(spec, "operand"), f"{where}.operand", f"expected receiver or argument, got {_what(operand)}")
             continue
-        acc["casts"][m] = CastSpec(spec.get("operand", "receiver"), spec.get("dtype"))
-    rules_node = _map_node(node, "rules")
-    rules = data.get("rules") or []
-    if not isinstance(rules, list):
-        errors.append(RuleError(p, _line_of(node, "rules"), "rules", "expected a list of rules"))
+        if not isinstance(m, str):
+            f.err(_key_line(casts, m), where, f"a cast method's name is a string, got {_what(m)}")
+            continue
+        acc["casts"][m] = CastSpec(operand, dtype)
+    rules = data.get("rules")
+    if rules is None:
+        return
+    if not isinstance(rules, _Seq):
+        f.err(_key_line(data, "rules"), "rules", f"expected a list of rules, got {_what(rules)}")
         return
     for i, r in enumerate(rules):
-        rn = rules_node.value[i] if isinstance(rules_node, yaml.SequenceNode) else None
-        _parse_rule(p, r, rn, acc, errors)
+        _parse_rule(f, r, i, rules.item_lines[i], acc)
 
 
-def _parse_rule(p: str, r: Any, rn: yaml.Node | None, acc: dict[str, Any], errors: list[RuleError]) -> None:
-    ln = _line_of(rn)
-    if not isinstance(r, dict):
-        errors.append(RuleError(p, ln, "rules[]", "each rule must be a mapping"))
+def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, BufferKind]) -> None:
+    where = f"buffers.{name}"
+    line = _key_line(buffers, name)
+    if not isinstance(name, str):
+        f.err(line, where, f"a buffer kind's name is a string, got {_what(name)}")
         return
-    rid = str(r.get("id", ""))
-    where = f"rule {rid or '?'}"
-    before = len(errors)
-    for k in r:
-        if k not in _RULE_KEYS:
-            errors.append(RuleError(p, _line_of(rn, k), f"{where}.{k}", f"unknown key; expected one of {sorted(_RULE_KEYS)}"))
-    for k in ("id", "name", "severity", "message", "cast", "receiver", "examples"):
-        if k not in r:
-            errors.append(RuleError(p, ln, f"{where}.{k}", "required key is missing"))
-    if rid and not _ID.match(rid):
-        errors.append(RuleError(p, _line_of(rn, "id"), f"{where}.id", "ids look like CF101"))
-    if "name" in r and not _NAME.match(str(r["name"])):
-        errors.append(RuleError(p, _line_of(rn, "name"), f"{where}.name", "names are kebab-case"))
-    if "severity" in r and r["severity"] not in SEVERITIES:
-        errors.append(RuleError(p, _line_of(rn, "severity"), f"{where}.severity", f"must be one of {list(SEVERITIES)}"))
-    for k in ("hot", "once"):
-        if k in r and r[k] is not None and not isinstance(r[k], bool):
-            errors.append(RuleError(p, _line_of(rn, k), f"{where}.{k}", "must be true, false or omitted"))
-    receiver = r.get("receiver") or {}
-    kinds = _strs(receiver.get("buffer") if isinstance(receiver, dict) else None, p, _line_of(rn, "receiver"),
-                  f"{where}.receiver.buffer", errors)
-    if not kinds and "receiver" in r:
-        errors.append(RuleError(p, _line_of(rn, "receiver"), f"{where}.receiver", "expected {buffer: [KIND, ...]}"))
-    ex = r.get("examples") or {}
-    if "examples" in r and (not isinstance(ex, dict) or not ex.get("match") or not ex.get("no_match")):
-        errors.append(RuleError(p, _line_of(rn, "examples"), f"{where}.examples",
-                                "needs both 'match' and 'no_match' code (a line marked '# match' must be flagged)"))
-    if len(errors) > before:
+    if not isinstance(spec, _Map):
+        f.err(line, where, f"expected a mapping with getters/attributes, got {_what(spec)}")
         return
-    acc["rules"].append(Rule(
-        rid, str(r["name"]), str(r["severity"]), str(r["message"]),
-        _strs(r["cast"], p, ln, f"{where}.cast", errors), kinds, r.get("hot"), r.get("once"),
-        str(r.get("fix", "")), str(ex["match"]), str(ex["no_match"]), p, ln,
-    ))
+    f.keys(spec, _KIND_KEYS, where)
+    kind = BufferKind(
+        name,
+        f.strings(spec, "getters", f"{where}.getters"),
+        f.strings(spec, "attributes", f"{where}.attributes"),
+        f.strings(spec, "exclude", f"{where}.exclude"),
+        f.strings(spec, "exclude_in", f"{where}.exclude_in"),
+    )
+    infer = f.boolean(spec, "infer_getters", f"{where}.infer_getters")
+    replace = f.boolean(spec, "replace", f"{where}.replace")
+    earlier = kinds.get(name)
+    if earlier is None or replace:
+        kinds[name] = dataclasses.replace(kind, infer_getters=True if infer is None else infer)
+    else:  # a kind named again extends the earlier one (`replace: true` says otherwise)
+        kinds[name] = earlier.extended(kind, infer)
+
+
+def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> None:
+    if not isinstance(r, _Map):
+        f.err(line, f"rules[{i}]", f"each rule must be a mapping, got {_what(r)}")
+        return
+    where = _rule_where(r, i)
+    before = len(f.errors)
+    f.keys(r, _RULE_KEYS, where)
+    for k in _REQUIRED:
+        if r.get(k) is None:
+            f.err(_key_line(r, k) if k in r else line, f"{where}.{k}", "required key is missing")
+    rid = f.string(r, "id", f"{where}.id")
+    if rid is not None and not _ID.match(rid):
+        f.err(_key_line(r, "id"), f"{where}.id", "ids look like CF101")
+    name = f.string(r, "name", f"{where}.name")
+    if name is not None and not _NAME.match(name):
+        f.err(_key_line(r, "name"), f"{where}.name", "names are kebab-case")
+    severity = f.string(r, "severity", f"{where}.severity")
+    if severity is not None and severity not in SEVERITIES:
+        f.err(_key_line(r, "severity"), f"{where}.severity", f"must be one of {list(SEVERITIES)}")
+    message = f.string(r, "message", f"{where}.message")
+    problem = message_problem(message) if message is not None else None
+    if problem:
+        f.err(_key_line(r, "message"), f"{where}.message", problem)
+    n = len(f.errors)
+    cast = f.strings(r, "cast", f"{where}.cast")
+    if r.get("cast") is not None and not cast and len(f.errors) == n:
+        f.err(_key_line(r, "cast"), f"{where}.cast", "needs at least one cast method")
+    hot = f.boolean(r, "hot", f"{where}.hot")
+    once = f.boolean(r, "once", f"{where}.once")
+    fix = f.string(r, "fix", f"{where}.fix")
+    n = len(f.errors)
+    receiver = f.mapping(r, "receiver", f"{where}.receiver", " {buffer: [KIND, ...]}")
+    kinds: tuple[str, ...] = ()
+    if receiver is not None:
+        f.keys(receiver, ("buffer",), f"{where}.receiver")
+        kinds = f.strings(receiver, "buffer", f"{where}.receiver.buffer")
+    if receiver is not None and not kinds and len(f.errors) == n:
+        f.err(_key_line(r, "receiver"), f"{where}.receiver", "expected {buffer: [KIND, ...]}")
+    examples = f.mapping(r, "examples", f"{where}.examples", " {match: CODE, no_match: CODE}")
+    match = no_match = None
+    if examples is not None:
+        n = len(f.errors)
+        f.keys(examples, ("match", "no_match"), f"{where}.examples")
+        match = f.string(examples, "match", f"{where}.examples.match")
+        no_match = f.string(examples, "no_match", f"{where}.examples.no_match")
+        if (not match or not no_match) and len(f.errors) == n:
+            f.err(_key_line(r, "examples"), f"{where}.examples",
+                  "needs both 'match' and 'no_match' code (a line marked '# match' must be flagged)")
+    if len(f.errors) > before:
+        return
+    assert rid and name and severity and message is not None and match and no_match
+    acc["rules"].append(Rule(rid, name, severity, message, cast, kinds, hot, once, fix or "", match, no_match,
+                             f.path, line))
 
 
 def load_rules(dirs: list[str | Path] | None = None, include_default: bool = True) -> RuleSet:
@@ -314,8 +659,9 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     errors: list[RuleError] = []
     acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_guards": (),
                            "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (), "casts": {}}
+    wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
-        files = rule_files(([default_rule_dir()] if include_default else []) + list(dirs or []))
+        files = rule_files(wanted + list(dirs or []))
     except RuleError as e:
         return None, [e]
     for f in files:

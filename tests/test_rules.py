@@ -44,3 +44,69 @@ def test_yaml_syntax_error_has_a_line(tmp_path):
     bad.write_text("rules:\n  - id: [\n")
     _, errors = validate([bad])
     assert errors and errors[0].path == str(bad) and errors[0].line >= 2
+
+
+# A user rule that overlaps CF101 (kv-cache, `.to()`, hot): CF101 comes first, so it takes the line.
+OVERLAPPING = """\
+rules:
+  - id: CF201
+    name: my-kv-cast
+    severity: warning
+    message: "{expr} casts the {buffer}"
+    cast: [to]
+    receiver: {buffer: [kv-cache]}
+    hot: true
+    fix: "Cast the rows."
+    examples:
+      match: |
+        class B:
+            def forward_decode(self, q, layer):
+                return self.pool.get_key_buffer(layer.layer_id).to(q.dtype)  # match
+      no_match: |
+        x = 1
+"""
+CODE = """\
+class B:
+    def forward_decode(self, q, layer):
+        return self.pool.get_key_buffer(layer.layer_id).to(q.dtype)
+"""
+
+
+def _overlap_setup(tmp_path):
+    user = tmp_path / "user.yaml"
+    user.write_text(OVERLAPPING)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.py").write_text(CODE)
+    return user, src
+
+
+def test_explain_names_the_rule_that_took_the_line_and_the_one_it_shadowed(tmp_path):
+    from castfind import api
+
+    user, src = _overlap_setup(tmp_path)
+    run = api.scan([str(src)], rules=[str(user)], explain=True, use_cache=False, jobs=1)
+    assert [(f.rule, f.line) for f in run.report.findings] == [("CF101", 3)]
+    why = run.explanations[("m.py", 3)]
+    shadow = [w for w in why if "shadow" in w]
+    assert len(shadow) == 1 and "CF101" in shadow[0] and "CF201" in shadow[0] and "user.yaml" in shadow[0], why
+    # Without the overlapping rule nothing is shadowed.
+    run = api.scan([str(src)], explain=True, use_cache=False, jobs=1)
+    assert not [w for w in run.explanations[("m.py", 3)] if "shadow" in w]
+
+
+def test_explain_command_prints_the_shadowed_rule(tmp_path):
+    from tests.conftest import run_castfind
+
+    user, src = _overlap_setup(tmp_path)
+    r = run_castfind("scan", str(src), "--rules", str(user), "--no-cache", "--explain", f"{src / 'm.py'}:3")
+    assert r.returncode == 0, r.stderr
+    assert "CF201" in r.stdout and "shadow" in r.stdout, r.stdout
+
+
+def test_rules_test_says_which_earlier_rule_took_a_shadowed_example_line(tmp_path):
+    user, _ = _overlap_setup(tmp_path)
+    rs = load_rules([user])
+    rule = next(r for r in rs.rules if r.id == "CF201")
+    problems = check_rule(rs, rule)
+    assert any("line 3" in p and "CF101" in p for p in problems), problems
