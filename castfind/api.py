@@ -140,7 +140,8 @@ def scan(
     if index.cache is not None and demand and not explain:
         from castfind import memo as carried
 
-        mkey = carried.config_key(sorted(os.path.abspath(r) for r in effective_roots), tuple(cfg.exclude), ruleset)
+        # Roots by name, not by absolute path: a moved or re-cloned checkout replays the same results.
+        mkey = carried.config_key(sorted(Path(r).resolve().name for r in effective_roots), tuple(cfg.exclude), ruleset)
         memo = carried.Memo(index, carried.loads(index.cache.get_memo(mkey)))
     out = _scan(index, ruleset, demand=demand, only=only_set, explain=explain, memo=memo)
     if memo is not None and memo.dirty and index.cache is not None:
@@ -154,7 +155,7 @@ def scan(
         for t in traces:
             _, s = read_trace(t)
             sites += s
-        found = join(found, sites, out.modules)
+        found = join(found, sites, out.modules, roots=effective_roots)
     source = SourceCache()
     sup = fnd.filter_suppressed(found, source.lines)
     kept = list(sup.kept)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import sqlite3
 import time
 import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
+from castfind import codec
 from castfind.facts import EXTRACTOR_VERSION
 
 _SCHEMA = """
@@ -28,12 +28,13 @@ CREATE TABLE IF NOT EXISTS memo (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 
 
 def encode_facts(facts: Any) -> bytes:
-    """The cache's encoding of one file's facts (compressed pickle)."""
-    return zlib.compress(pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    """The cache's encoding of one file's facts (:mod:`castfind.codec`: data only, never code)."""
+    return codec.dumps(facts)
 
 
 def decode_facts(blob: bytes) -> Any:
-    return pickle.loads(zlib.decompress(blob))
+    """Facts stored by :func:`encode_facts`; raises :class:`~castfind.codec.CodecError` otherwise."""
+    return codec.loads(blob)
 
 
 def default_cache_dir() -> Path:
@@ -48,7 +49,7 @@ def content_key(data: bytes) -> str:
 
 
 class Cache:
-    """A SQLite-backed map from content keys to pickled facts.
+    """A SQLite-backed map from content keys to encoded facts (data only: reading runs no code).
 
     ``notices`` collects one-line messages (corrupt cache rebuilt) for the caller to report.
     """
@@ -138,7 +139,7 @@ class Cache:
         for key, blob in self._select("facts", keys).items():
             try:
                 out[key] = decode_facts(blob)
-            except (pickle.UnpicklingError, zlib.error, EOFError, AttributeError, TypeError, ValueError):
+            except codec.CodecError:
                 continue  # a damaged row is re-extracted and overwritten
         return out
 
@@ -165,17 +166,11 @@ class Cache:
 
     def get_memo(self, key: str) -> bytes | None:
         """The carried results of one scan configuration (see :mod:`castfind.memo`), or None."""
-        blob = self._select("memo", [key]).get(key)
-        if blob is None:
-            return None
-        try:
-            return zlib.decompress(blob)
-        except zlib.error:
-            return None
+        return self._select("memo", [key]).get(key)
 
     def put_memo(self, key: str, data: bytes) -> None:
         """Replace one configuration's carried results in one transaction (last writer wins)."""
-        self._write("memo", [(key, zlib.compress(data, 1))])
+        self._write("memo", [(key, data)])
 
     def close(self) -> None:
         if self._conn is not None:

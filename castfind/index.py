@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Callable, Iterable, Iterator
 
 from castfind import sourcetext
-from castfind.cache import Cache, content_key, decode_facts, encode_facts
+from castfind.cache import Cache, content_key, encode_facts
 from castfind.discover import DEFAULT_MAX_FILE_SIZE, DiscoveryError, SourceFile, discover, find_installed
 from castfind.extract import extract_source
 from castfind.facts import FileFacts
@@ -52,19 +52,28 @@ def _has_word(data: bytes, word: bytes) -> bool:
     return False
 
 
-def _extract_job(job: tuple[str, str, str, bool]) -> bytes:
-    """Worker: extract one file and return its facts already encoded for the cache.
+Extracted = tuple[FileFacts, bytes]  # facts without module/path, and their cache encoding
 
-    PERF: the worker pickles and compresses once; the main process decodes that blob and stores
-    the same bytes, instead of unpickling the pool's transfer and pickling again for the cache.
+
+def _encoded(facts: FileFacts) -> Extracted:
+    bare = replace(facts, module="", path="")
+    return bare, encode_facts(bare)
+
+
+def _extract_job(job: tuple[str, str, str, bool]) -> Extracted:
+    """Worker: extract one file; return its facts and, already encoded for the cache, their bytes.
+
+    PERF: the worker encodes once for the cache; the main process stores those bytes as they are
+    and takes the facts from the pool's own transfer (between castfind's own processes), so the
+    slower data-only decoding is paid only when facts come back from the cache.
     """
     abspath, module, path, is_pkg = job
     try:
         with open(abspath, "rb") as fh:
             data = fh.read()
     except OSError as e:
-        return encode_facts(FileFacts("", "", is_pkg, error=(1, f"cannot read: {e.strerror}")))
-    return encode_facts(replace(extract_source(data, module, path, is_pkg), module="", path=""))
+        return _encoded(FileFacts("", "", is_pkg, error=(1, f"cannot read: {e.strerror}")))
+    return _encoded(extract_source(data, module, path, is_pkg))
 
 
 def _watch_parent(parent: int) -> None:
@@ -89,9 +98,9 @@ def _new_pool(workers: int) -> ProcessPoolExecutor:
                                initializer=_watch_parent, initargs=(os.getpid(),))
 
 
-def _crashed(sf: SourceFile) -> bytes:
-    return encode_facts(FileFacts("", "", sf.is_package, error=(1, "castfind's parser crashed on this file"),
-                                  error_kind="unsupported"))
+def _crashed(sf: SourceFile) -> Extracted:
+    return _encoded(FileFacts("", "", sf.is_package, error=(1, "castfind's parser crashed on this file"),
+                              error_kind="unsupported"))
 
 
 class Index:
@@ -279,7 +288,7 @@ class Index:
     def _extract(self, misses: list[SourceFile]) -> None:
         total = len(misses)
         jobs = [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in misses]
-        blobs: list[bytes]
+        blobs: list[Extracted]
         if self.jobs > 1 and total >= _POOL_MIN:
             # Big files first, so one large file does not finish last on its own.
             order = sorted(range(total), key=lambda i: -len(self.data(misses[i])))
@@ -288,25 +297,24 @@ class Index:
         else:
             blobs = []
             for n, (sf, job) in enumerate(zip(misses, jobs), 1):
-                facts = extract_source(self.data(sf), job[1], job[2], job[3])
-                blobs.append(encode_facts(replace(facts, module="", path="")))
+                blobs.append(_encoded(extract_source(self.data(sf), job[1], job[2], job[3])))
                 if self.progress:
                     self.progress(n, total)
         self.parsed += total
         to_cache = {}
-        for sf, blob in zip(misses, blobs):
-            self._store(sf, replace(decode_facts(blob), module=sf.module, path=sf.path, is_package=sf.is_package))
+        for sf, (facts, blob) in zip(misses, blobs):
+            self._store(sf, replace(facts, module=sf.module, path=sf.path, is_package=sf.is_package))
             to_cache[self.key(sf)] = blob
         if self.cache:
             self.cache.put_blobs(to_cache)
 
     def _extract_in_pool(self, misses: list[SourceFile], jobs: list[tuple[str, str, str, bool]],
-                         order: list[int], work: Callable[[tuple[str, str, str, bool]], bytes] = _extract_job,
-                         ) -> dict[int, bytes]:
+                         order: list[int], work: Callable[[tuple[str, str, str, bool]], Extracted] = _extract_job,
+                         ) -> dict[int, Extracted]:
         """Extract in worker processes. A worker that dies (a parser crash) breaks the pool: the
         files then in flight are retried one at a time in a pool of their own, and a file that
         breaks that too becomes an ``unsupported`` diagnostic; the rest go on in a fresh pool."""
-        by_i: dict[int, bytes] = {}
+        by_i: dict[int, Extracted] = {}
         todo = list(order)
         chunk = 4
         while todo:

@@ -19,17 +19,18 @@ just means computing everything.
 from __future__ import annotations
 
 import hashlib
-import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Hashable
 
+from castfind import codec
 from castfind.facts import EXTRACTOR_VERSION
 
 if TYPE_CHECKING:
+    from castfind.discover import SourceFile
     from castfind.index import Index
     from castfind.textquery import Predicate, QueryKey
 
-MEMO_VERSION = 1
+MEMO_VERSION = 2
 
 StepKey = tuple[Hashable, ...]
 
@@ -64,7 +65,13 @@ class Memo:
         self.predicate: Callable[["QueryKey"], "Predicate"] | None = None
         self.keys = {sf.abspath: index.key(sf) for sf in index.files}
         self.modules = {sf.abspath: sf.module for sf in index.files}
+        # Stored results name files by root and path, never by absolute path or the root as typed:
+        # `scan proj` and `cd proj && scan .` (or a copy of the tree elsewhere) share them.
+        self._rel = file_ids(index.files)
+        absolute = {v: k for k, v in self._rel.items()}
         prev = previous if isinstance(previous, dict) and previous.get("version") == MEMO_VERSION else None
+        if prev is not None:
+            prev = _rename(prev, absolute)
         self.prev_keys: dict[str, str] = prev["keys"] if prev else {}
         self.prev_queries: dict[QueryKey, frozenset[str]] = prev["queries"] if prev else {}
         self.prev_steps: dict[StepKey, tuple[Any, frozenset[str]]] = prev["steps"] if prev else {}
@@ -176,8 +183,8 @@ class Memo:
         used = self.used_files()
         diagnostics = {p: ds for p, ds in self.prev_diagnostics.items() if p in used and p not in self.changed}
         diagnostics.update((p, ds) for p, ds in self.index.file_diagnostics.items() if p in used)
-        return {"version": MEMO_VERSION, "keys": self.keys, "modules": self.modules, "queries": self.queries,
-                "steps": self.steps, "diagnostics": diagnostics}
+        return _rename({"version": MEMO_VERSION, "keys": self.keys, "modules": self.modules, "queries": self.queries,
+                        "steps": self.steps, "diagnostics": diagnostics}, self._rel)
 
     def used_files(self) -> set[str]:
         """Every file a step held now depends on."""
@@ -208,8 +215,35 @@ def _parse_query(dep: str) -> "QueryKey":
     return ast.literal_eval(dep[2:])
 
 
+def file_ids(files: "list[SourceFile]") -> dict[str, str]:
+    """abspath → ``N:path``: the file's path inside its root, N numbering the roots by name."""
+    roots: dict[str, str] = {}
+    for sf in files:
+        base = sf.abspath[: len(sf.abspath) - len(sf.path)] if sf.abspath.endswith(sf.path) else sf.abspath
+        roots.setdefault(sf.abspath, base)
+    order = {b: n for n, b in enumerate(sorted(set(roots.values()), key=lambda b: (Path(b).name, b)))}
+    return {sf.abspath: f"{order[roots[sf.abspath]]}:{sf.path}" for sf in files}
+
+
+def _rename(obj: Any, names: dict[str, str]) -> Any:
+    """``obj`` with every string that is a key of ``names`` replaced (in keys, tuples, sets, lists)."""
+    t = type(obj)
+    if t is str:
+        return names.get(obj, obj)
+    if t is tuple:
+        return tuple(_rename(x, names) for x in obj)
+    if t is frozenset:
+        return frozenset(_rename(x, names) for x in obj)
+    if t is list:
+        return [_rename(x, names) for x in obj]
+    if t is dict:
+        return {_rename(k, names): _rename(v, names) for k, v in obj.items()}
+    return obj  # records (findings, diagnostics) hold root-relative paths only
+
+
 def dumps(snapshot: dict[str, Any]) -> bytes:
-    return pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
+    """The snapshot in castfind's data-only encoding (:mod:`castfind.codec`)."""
+    return codec.dumps(snapshot)
 
 
 def loads(blob: bytes | None) -> dict[str, Any] | None:
@@ -217,7 +251,7 @@ def loads(blob: bytes | None) -> dict[str, Any] | None:
     if blob is None:
         return None
     try:
-        got = pickle.loads(blob)
-    except Exception:  # noqa: BLE001 - any damage means "no memo", never a crash
+        got = codec.loads(blob)
+    except codec.CodecError:  # any damage means "no memo", never a crash
         return None
     return got if isinstance(got, dict) and got.get("version") == MEMO_VERSION else None

@@ -19,7 +19,7 @@ findings, on the fixtures and on the real sglang wheel. Extraction is one path e
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from castfind.callgraph import CallGraph
@@ -169,7 +169,8 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         facts = index.facts_of(sf)
         if facts.error is not None:
             return [], 0
-        return checker.check(facts, sf.root, explain), len(facts.casts)
+        # Stored without the root as typed (`proj` or `.`): the loop below puts this run's back.
+        return [replace(f, root="") for f in checker.check(facts, sf.root, explain)], len(facts.casts)
 
     # Parse the candidates that no carried result covers in one parallel batch, then load the call
     # graph's files level by level (also in batches) before the sequential searches ask for them.
@@ -182,7 +183,7 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
     for sf in candidates:
         modules[sf.path] = sf.module
         found, n = memo.step(("check", sf.abspath, getters), lambda sf=sf: check(sf))
-        findings += found
+        findings += [replace(f, root=sf.root) for f in found]
         casts += n
     stats = {
         "files": len(files),

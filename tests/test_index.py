@@ -16,7 +16,7 @@ from castfind.index import Index, _extract_job
 from tests.conftest import REPO
 
 
-def crash_on_boom(job: tuple[str, str, str, bool]) -> bytes:
+def crash_on_boom(job: tuple[str, str, str, bool]) -> tuple:
     """A worker job that dies like a segfaulting parser on files named boom.py."""
     if job[0].endswith("boom.py"):
         os.abort()
@@ -34,7 +34,8 @@ def test_a_worker_crash_becomes_a_diagnostic_and_the_other_files_are_extracted(t
     assert sorted(got) == list(range(len(files)))
     from castfind.cache import decode_facts
 
-    facts = {sf.path: decode_facts(got[i]) for i, sf in enumerate(files)}
+    facts = {sf.path: got[i][0] for i, sf in enumerate(files)}
+    assert all(decode_facts(got[i][1]) == got[i][0] for i in got)
     assert facts["boom.py"].error_kind == "unsupported"
     assert all(len(f.casts) == 1 and f.error is None for p, f in facts.items() if p != "boom.py")
 

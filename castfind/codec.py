@@ -1,0 +1,134 @@
+"""A data-only encoding for everything castfind stores: per-file facts and carried scan results.
+
+A cache may be shared between machines or restored by CI, so reading it must never run code the
+data names (``pickle`` does: a forged row is a program). This encoding is JSON whose arrays carry
+a tag in their first element: ``["t", ...]`` a tuple, ``["l", ...]`` a list, ``["f", ...]`` a
+frozenset, ``["s", ...]`` a set, ``["d", k, v, ...]`` a dict, ``["b", "<base64>"]`` bytes,
+``["x", "nan"]`` a non-finite float, and ``["<RecordName>", field, ...]`` one of the plain records
+listed in :data:`RECORDS` — the only classes decoding can build, by calling their constructor with
+the stored field values. Anything else is a :class:`CodecError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import zlib
+from dataclasses import fields
+from typing import Any
+
+from castfind import facts as _f
+from castfind import types as _t
+
+#: The records that may be stored and rebuilt (all frozen dataclasses of plain values).
+RECORDS: tuple[type, ...] = (
+    _f.Name, _f.Attr, _f.Call, _f.Slice, _f.Subscript, _f.Const, _f.Seq, _f.Other, _f.Import, _f.Assign,
+    _f.CallSite, _f.Return, _f.Guard, _f.Cast, _f.Definition, _f.Dynamic, _f.FileFacts,
+    _t.Finding, _t.Runtime, _t.Diagnostic,
+)
+_BY_NAME: dict[str, type] = {c.__name__: c for c in RECORDS}
+_FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in RECORDS}
+_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+class CodecError(ValueError):
+    """Stored bytes that are not a valid encoding (damaged, forged, or from another version)."""
+
+
+def _enc(o: Any) -> Any:
+    t = type(o)
+    if t is str or t is int or t is bool or o is None:
+        return o
+    if t is tuple:
+        return ["t", *[_enc(x) for x in o]]
+    if t is float:
+        return o if math.isfinite(o) else ["x", repr(o)]
+    if t is list:
+        return ["l", *[_enc(x) for x in o]]
+    if t is frozenset or t is set:
+        return ["f" if t is frozenset else "s", *[_enc(x) for x in o]]
+    if t is dict:
+        out: list[Any] = ["d"]
+        for k, v in o.items():
+            out.append(_enc(k))
+            out.append(_enc(v))
+        return out
+    if t is bytes:
+        return ["b", base64.b64encode(o).decode("ascii")]
+    names = _FIELDS.get(t)
+    if names is None:
+        raise TypeError(f"castfind.codec cannot store a {t.__name__}")
+    return [t.__name__, *[_enc(getattr(o, n)) for n in names]]
+
+
+def _dec(o: Any) -> Any:
+    if type(o) is list:
+        if not o:
+            raise CodecError("an array without a tag")
+        f = _DECODERS.get(o[0]) if type(o[0]) is str else None
+        if f is None:
+            raise CodecError(f"unknown tag {o[0]!r}")
+        return f(o)
+    if type(o) is dict:
+        raise CodecError("a JSON object where a value was expected")
+    return o
+
+
+# PERF: a warm scan decodes hundreds of thousands of these arrays. Leaves (strings, numbers) are
+# returned inline rather than through a call, and each tag has its own small function.
+def _items(o: list[Any]) -> list[Any]:
+    return [x if type(x) is not list else _dec(x) for x in o[1:]]
+
+
+def _float(o: list[Any]) -> float:
+    if len(o) != 2 or o[1] not in _FLOATS:
+        raise CodecError(f"unknown float {o[1:]!r}")
+    return _FLOATS[o[1]]
+
+
+def _dict(o: list[Any]) -> dict[Any, Any]:
+    it = iter(_items(o))
+    return dict(zip(it, it))
+
+
+def _record(cls: type) -> Any:
+    n = len(_FIELDS[cls])
+
+    def build(o: list[Any]) -> Any:
+        if len(o) != n + 1:
+            raise CodecError(f"{o[0]} with {len(o) - 1} fields, expected {n}")
+        return cls(*[x if type(x) is not list else _dec(x) for x in o[1:]])
+
+    return build
+
+
+_DECODERS: dict[str, Any] = {
+    "t": lambda o: tuple(_items(o)),
+    "l": _items,
+    "f": lambda o: frozenset(_items(o)),
+    "s": lambda o: set(_items(o)),
+    "d": _dict,
+    "b": lambda o: base64.b64decode(o[1]),
+    "x": _float,
+    **{c.__name__: _record(c) for c in RECORDS},
+}
+
+
+def dumps(obj: Any) -> bytes:
+    """Compressed JSON of ``obj`` (plain values, containers and :data:`RECORDS` only)."""
+    return zlib.compress(json.dumps(_enc(obj), separators=(",", ":"), ensure_ascii=False,
+                                    allow_nan=False).encode("utf-8"), 1)
+
+
+def loads(blob: bytes) -> Any:
+    """The value :func:`dumps` stored. Raises :class:`CodecError` for anything else; builds only
+    plain values and :data:`RECORDS`, so damaged or forged bytes can never run code."""
+    try:
+        doc = json.loads(zlib.decompress(blob))
+    except (zlib.error, ValueError, RecursionError) as e:
+        raise CodecError(f"not a castfind encoding: {e}") from None
+    try:
+        return _dec(doc)
+    except (TypeError, RecursionError, IndexError, ValueError) as e:  # a record built with values of the wrong shape
+        raise CodecError(f"malformed record: {e}") from None
