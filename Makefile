@@ -4,7 +4,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 CORPUS ?= .corpus
 
-.PHONY: demo test test-fast corpus bench install clean
+.PHONY: demo test test-fast test-versions corpus bench install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,9 +31,13 @@ test: corpus
 test-fast: install
 	$(VPY) -m pytest -q -m "not corpus" -p no:cacheprovider
 
+## test-versions: the fast suite on Python 3.12 and 3.13 (own virtualenvs, no torch)
+test-versions:
+	bash scripts/test_versions.sh
+
 ## bench: castfind vs semgrep vs grep on both wheels
 bench: corpus
 	$(VPY) benchmarks/run.py --corpus $(CORPUS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) .venv-3.12 .venv-3.13 .pytest_cache build dist *.egg-info
