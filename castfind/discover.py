@@ -66,6 +66,8 @@ def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int =
         base = Path(root)
         if not base.exists():
             raise DiscoveryError(root, "no such file or folder; pass an existing path with --root")
+        if not base.is_dir() and not (base.is_file() and base.suffix == ".py"):
+            raise DiscoveryError(root, "not a folder or a .py file; pass a source folder with --root")
         if base.is_file():
             if base.suffix == ".py":
                 ap = str(base.resolve())

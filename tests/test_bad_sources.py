@@ -89,3 +89,9 @@ def test_suppression_comments_hold_in_latin1_and_cr_only_files(tmp_path: Path, e
     assert doc["findings"] == [] and doc["stats"]["suppressed"] == 1, r.stdout
     assert doc["diagnostics"] == []
     assert r.returncode == 0
+
+
+@pytest.mark.parametrize("root", ["/dev/null", "README.md"])
+def test_a_root_that_is_neither_a_folder_nor_a_python_file_is_a_usage_error(root: str) -> None:
+    r = run_castfind("scan", root, "--no-cache")
+    assert r.returncode == 2 and "not a folder or a .py file" in r.stderr and r.stderr.count("\n") == 1
