@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The fast suite (no real corpus, no torch) on the other supported Pythons: 3.12 and 3.13.
 # Each gets its own virtualenv (.venv-3.12, .venv-3.13, git-ignored). An interpreter is taken from PATH
-# (python3.12) or from pyenv ($PYENV_ROOT/versions/3.12.*); a missing one fails the run.
+# from pyenv ($PYENV_ROOT/versions/3.12.*) or PATH (python3.12); a missing one fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="${PYENV_ROOT:-$HOME/.pyenv}"
 for v in 3.12 3.13; do
-  py=$(command -v "python$v" || ls -d "$root"/versions/"$v".*/bin/python 2>/dev/null | sort -V | tail -n 1 || true)
-  if [ -z "$py" ] || [ ! -x "$py" ]; then
+  # pyenv's own interpreters first: a pyenv shim on PATH may exist and still refuse to run.
+  py=$(ls -d "$root"/versions/"$v".*/bin/python 2>/dev/null | sort -V | tail -n 1 || true)
+  if [ -z "$py" ]; then
+    py=$(command -v "python$v" || true)
+  fi
+  if [ -z "$py" ] || ! "$py" -c "pass" 2>/dev/null; then
     echo "test_versions: no Python $v found on PATH or under $root/versions" >&2
     exit 1
   fi
