@@ -11,15 +11,13 @@ public ``PositionProvider`` on real code, so a libcst change that breaks this sh
 
 from __future__ import annotations
 
-import re
 from contextlib import AbstractContextManager
 from typing import Any
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-# Python's own line breaks (the tokenizer's, and libcst's position provider's): \r\n, \r, \n.
-_NEWLINE = re.compile(r"\r\n?|\n")
+from castfind.sourcetext import NEWLINE
 
 
 class _Null:
@@ -77,7 +75,7 @@ class TokenWalker(CodegenState):
     # -- the code generator's callbacks (libcst internals) --------------------------------------
     def add_token(self, value: str) -> None:
         if "\n" in value or "\r" in value:
-            parts = _NEWLINE.split(value)
+            parts = NEWLINE.split(value)
             self.line += len(parts) - 1
             self.column = len(parts[-1])
         else:

@@ -69,11 +69,10 @@ def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int =
         if not base.is_dir() and not (base.is_file() and base.suffix == ".py"):
             raise DiscoveryError(root, "not a folder or a .py file; pass a source folder with --root")
         if base.is_file():
-            if base.suffix == ".py":
-                ap = str(base.resolve())
-                if ap not in seen:
-                    seen.add(ap)
-                    out.append(SourceFile(str(base.parent), base.name, ap, _module_for_file(base), base.name == "__init__.py"))
+            ap = str(base.resolve())
+            if ap not in seen:
+                seen.add(ap)
+                out.append(SourceFile(str(base.parent), base.name, ap, _module_for_file(base), base.name == "__init__.py"))
             continue
         for sf in _walk(root, base.resolve(), exclude, max_size, notes):
             if sf.abspath not in seen:

@@ -461,7 +461,8 @@ def _bracket_depth(source: bytes) -> int:
 
 
 def _python_verdict(source: bytes, path: str) -> tuple[int, tuple[int, str] | None]:
-    """(depth, None) when CPython parses the file; (0, (line, message)) when it does not.
+    """(tree depth, None) when CPython parses the file, else (0, (line, message)) — or, when its own
+    parser ran out of stack, (``MAX_DEPTH + 1``, (line, message)).
 
     CPython reads the bytes as the interpreter would: BOM, ``# coding:`` line, UTF-8 by default.
     """

@@ -217,12 +217,9 @@ def _parse_query(dep: str) -> "QueryKey":
 
 def file_ids(files: "list[SourceFile]") -> dict[str, str]:
     """abspath → ``N:path``: the file's path inside its root, N numbering the roots by name."""
-    roots: dict[str, str] = {}
-    for sf in files:
-        base = sf.abspath[: len(sf.abspath) - len(sf.path)] if sf.abspath.endswith(sf.path) else sf.abspath
-        roots.setdefault(sf.abspath, base)
-    order = {b: n for n, b in enumerate(sorted(set(roots.values()), key=lambda b: (Path(b).name, b)))}
-    return {sf.abspath: f"{order[roots[sf.abspath]]}:{sf.path}" for sf in files}
+    base = {sf.abspath: sf.abspath.removesuffix(sf.path) for sf in files}
+    order = {b: n for n, b in enumerate(sorted(set(base.values()), key=lambda b: (Path(b).name, b)))}
+    return {sf.abspath: f"{order[base[sf.abspath]]}:{sf.path}" for sf in files}
 
 
 def _rename(obj: Any, names: dict[str, str]) -> Any:

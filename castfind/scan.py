@@ -169,8 +169,8 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         facts = index.facts_of(sf)
         if facts.error is not None:
             return [], 0
-        # Stored without the root as typed (`proj` or `.`): the loop below puts this run's back.
-        return [replace(f, root="") for f in checker.check(facts, sf.root, explain)], len(facts.casts)
+        # Stored without the root as typed (`proj` or `.`): the loop below puts this run's in.
+        return checker.check(facts, "", explain), len(facts.casts)
 
     # Parse the candidates that no carried result covers in one parallel batch, then load the call
     # graph's files level by level (also in batches) before the sequential searches ask for them.

@@ -11,7 +11,8 @@ import io
 import re
 import tokenize
 
-_NEWLINE = re.compile(r"\r\n?|\n")
+#: Python's own line breaks (its tokenizer's, and libcst's position provider's).
+NEWLINE = re.compile(r"\r\n?|\n")
 
 
 def decode(data: bytes) -> str:
@@ -25,7 +26,7 @@ def decode(data: bytes) -> str:
 
 def lines(text: str) -> list[str]:
     """Lines without their ends, split at ``\\r\\n``, ``\\r`` and ``\\n`` only (index 0 is line 1)."""
-    out = _NEWLINE.split(text)
+    out = NEWLINE.split(text)
     if out and out[-1] == "":
         out.pop()
     return out
