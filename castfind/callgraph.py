@@ -2,7 +2,7 @@
 
 The graph is a networkx ``DiGraph`` of qualified function names, grown *backwards* on demand from
 the functions that hold a flagged cast: the callers of ``f`` can only be in files whose text holds
-a call of ``f``'s name (the ``("calls", …)`` text query), so only those are parsed. Edges (DESIGN §4):
+a call of ``f``'s name (the ``("calls", …)`` text query), so only those are parsed. Edges:
 
 - direct calls resolved through the ``where`` resolver (imports, aliases, re-exports);
 - ``self.m()`` / ``cls.m()`` / ``super().m()``: class-hierarchy analysis — a call in class C
@@ -53,7 +53,6 @@ class CallGraph:
         self.queries = queries or TextQueries(index, rules, Memo(index))
         self.memo = self.queries.memo
         self.graph = nx.DiGraph()
-        self._ancestors: dict[Node, tuple[frozenset[Node], frozenset[str]]] = {}
 
     # -- facts about functions ------------------------------------------------------------------
     def def_count(self, name: str) -> int:
@@ -65,7 +64,7 @@ class CallGraph:
         """
         def count() -> int:
             files = self.queries.select(("defines", name))
-            self.index.note_all([sf.abspath for sf in files])  # the count reads their text
+            self.r.tracker.read(sf.abspath for sf in files)  # the count reads their text
             pat = def_line(name)
             return sum(len(pat.findall(self.index.data(sf))) for sf in files)
 
@@ -79,20 +78,17 @@ class CallGraph:
 
     def ancestors(self, cls: Node) -> frozenset[Node]:
         """The class and every base class that resolves in the index."""
-        got = self._ancestors.get(cls)
-        if got is not None:
-            self.index.note_all(got[1])
-            return got[0]
-        self._ancestors[cls] = (frozenset({cls}), frozenset())  # cycle guard
-        out = {cls}
-        with self.index.tracking() as deps:
+        def compute() -> frozenset[Node]:
+            out = {cls}
             d = self.r.definitions(cls[0]).get(cls[1])
             if d is not None:
                 for b in self.r.bases(cls[0], d):
                     if b.target.definition is not None:
                         out |= self.ancestors((b.target.module, b.target.definition.qualname))
-        self._ancestors[cls] = (frozenset(out), frozenset(deps))
-        return self._ancestors[cls][0]
+            return frozenset(out)
+
+        # A class in an inheritance cycle sees only itself while its ancestors are computed.
+        return self.r.tracker.cached(("ancestors", cls), compute, frozenset({cls}))
 
     # -- edges ----------------------------------------------------------------------------------
     def callers(self, node: Node) -> list[Node]:

@@ -4,8 +4,9 @@ A scan is a pure function of its configuration (roots, rules, options) and the f
 Its expensive steps — getter inference, each function's callers and hot path, each candidate
 file's findings — are memoised here with what they *depended on*:
 
-- the files whose facts they read (``Index`` notes every access while a step is tracked,
-  including reads answered from an in-memory memo, which replay the deps they were built with);
+- the files whose facts they read (the :class:`~castfind.index.Index` reports every access to
+  this module's :class:`Tracker`, including reads answered from an in-run cache
+  (:meth:`Tracker.cached`), which replay the dependencies they were built with);
 - the text queries they asked (:mod:`castfind.textquery`), by key;
 - a module name they looked for and did not find (``m:<module>``), since adding it could change them.
 
@@ -19,8 +20,10 @@ just means computing everything.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from castfind import codec
 from castfind.facts import EXTRACTOR_VERSION
@@ -33,6 +36,63 @@ if TYPE_CHECKING:
 MEMO_VERSION = 2
 
 StepKey = tuple[Hashable, ...]
+T = TypeVar("T")
+
+
+class Tracker:
+    """The one place dependencies are recorded: what the running computations read.
+
+    A dependency is a string: a file's absolute path (its facts or text were read), ``q:<key>``
+    (a text query's answer) or ``m:<module>`` (a module looked for and not found). Readers
+    (:class:`~castfind.index.Index`, :class:`~castfind.modules.Modules`, :class:`Memo`) report
+    them with :meth:`read`; every computation open in :meth:`recording` collects them.
+
+    :meth:`cached` is the in-run memo the resolver and the call graph use: a value is computed
+    once per run and a later hit replays the dependencies it was built with, so a persisted
+    :meth:`Memo.step` that reaches it records them too.
+    """
+
+    def __init__(self) -> None:
+        self._open: list[set[str]] = []
+        self._values: dict[Hashable, tuple[Any, frozenset[str]]] = {}
+
+    @classmethod
+    def of(cls, index: "Index") -> "Tracker":
+        """The index's tracker (one per index, so every reader reports to the same one)."""
+        got = index.observer
+        if not isinstance(got, Tracker):
+            got = cls()
+            index.observer = got
+        return got
+
+    @contextmanager
+    def recording(self) -> Iterator[set[str]]:
+        """Collect what is read while the block runs."""
+        deps: set[str] = set()
+        self._open.append(deps)
+        try:
+            yield deps
+        finally:
+            self._open.pop()
+
+    def read(self, deps: Iterable[str]) -> None:
+        """Report dependencies to every open recording."""
+        if self._open:
+            deps = tuple(deps)
+            for t in self._open:
+                t.update(deps)
+
+    def cached(self, key: Hashable, compute: Callable[[], T], pending: T) -> T:
+        """``compute()``, once per run per ``key``; a re-entrant call (a cycle) sees ``pending``."""
+        got = self._values.get(key)
+        if got is not None:
+            self.read(got[1])
+            return got[0]  # type: ignore[no-any-return]
+        self._values[key] = (pending, frozenset())
+        with self.recording() as deps:
+            value = compute()
+        self._values[key] = (value, frozenset(deps))
+        return value
 
 
 def _code_digest() -> str:
@@ -61,6 +121,7 @@ class Memo:
 
     def __init__(self, index: "Index", previous: dict[str, Any] | None = None) -> None:
         self.index = index
+        self.tracker = Tracker.of(index)
         # How to re-ask a query on a changed file; set by castfind.textquery.TextQueries.
         self.predicate: Callable[["QueryKey"], "Predicate"] | None = None
         self.keys = {sf.abspath: index.key(sf) for sf in index.files}
@@ -106,7 +167,7 @@ class Memo:
                 got = frozenset(sf.abspath for sf in full())
                 self.dirty = True
             self.queries[key] = got
-        self.index.note(query_dep(key))
+        self.tracker.read((query_dep(key),))
         return got
 
     def _query_valid(self, key: "QueryKey") -> bool:
@@ -130,14 +191,14 @@ class Memo:
         if got is None:
             got = self._replay(key)
             if got is None:
-                with self.index.tracking() as deps:
+                with self.tracker.recording() as deps:
                     value = compute()
                 got = (value, frozenset(deps))
                 self.dirty = True
             else:
                 self.replayed += 1
             self.steps[key] = got
-        self.index.note_all(got[1])
+        self.tracker.read(got[1])
         return got[0]
 
     def peek(self, key: StepKey) -> tuple[bool, Any]:
@@ -145,7 +206,7 @@ class Memo:
         got = self.steps.get(key)
         if got is None:
             return False, None
-        self.index.note_all(got[1])
+        self.tracker.read(got[1])
         return True, got[0]
 
     def has(self, key: StepKey) -> bool:

@@ -1,4 +1,4 @@
-"""Provenance: is a cast's operand a *whole buffer*? Walk it back inside its function (DESIGN §5).
+"""Provenance: is a cast's operand a *whole buffer*? Walk it back inside its function.
 
 Views (``view``, ``reshape``, ``permute``, basic slices on later axes, a scalar index like
 ``[layer_id]``) keep a buffer whole; a local name is followed to its assignment; the walk stops at

@@ -6,16 +6,25 @@ bindings (all reported), function-local imports, names bound from a call whose f
 imported callable (tuple unpacking included), and attribute look-ups through the class hierarchy.
 What cannot be followed statically becomes an ``unresolved`` target, never a guess.
 
-Modules are parsed only when a resolution reaches them (:meth:`Index.facts`).
+Modules are parsed only when a resolution reaches them (:meth:`Modules.facts`). Look-ups are
+memoised for the run in the memo's :class:`~castfind.memo.Tracker` (:meth:`Tracker.cached`), which
+also records what each one read.
+
+The public API — :meth:`Resolver.lookup`, :meth:`~Resolver.resolve_name`,
+:meth:`~Resolver.resolve_expr`, :meth:`~Resolver.member`, :meth:`~Resolver.resolve_binding`,
+:meth:`~Resolver.class_member`, :meth:`~Resolver.bases` — is what ``where``, the call graph and
+the scan use; underscore methods are this module's own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Import, Name, Seq, dotted, from_dotted
 from castfind.index import Index
+from castfind.memo import Tracker
+from castfind.modules import Modules
 
 _MAX_DEPTH = 48
 
@@ -69,31 +78,32 @@ def absolute_module(module: str, is_package: bool, imp: Import) -> str:
 class Resolver:
     """Name resolution over an :class:`Index` (memoised per module, scope and name)."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, modules: Modules | None = None) -> None:
         self.index = index
-        # Memo values carry the facts they were built from, replayed to the index on every hit so a
-        # memoised scan step (castfind.memo) records them even when the look-up was answered here.
-        self._memo: dict[tuple[str, str, str], tuple[list[Resolved], frozenset[str]]] = {}
-        self._defs: dict[str, tuple[dict[str, Definition], frozenset[str]]] = {}
+        self.modules = modules if modules is not None else Modules(index)
+        self.tracker = Tracker.of(index)
 
     # -- helpers --------------------------------------------------------------------------------
     def hop(self, module: str, line: int, kind: str) -> Hop:
-        sf = self.index.module_file(module)
+        sf = self.modules.file(module)
         if sf is None:
             return Hop("", module, line, kind, "")
         return Hop(sf.root, sf.path, line, kind, self.index.line_text(sf, line))
 
     def definitions(self, module: str) -> dict[str, Definition]:
         """Definitions of a module by qualname."""
-        got = self._defs.get(module)
-        if got is None:
-            with self.index.tracking() as deps:
-                f = self.index.facts(module)
-            got = ({x.qualname: x for x in f.definitions} if f else {}, frozenset(deps))
-            self._defs[module] = got
-        else:
-            self.index.note_all(got[1])
-        return got[0]
+
+        def compute() -> dict[str, Definition]:
+            f = self.modules.facts(module)
+            return {x.qualname: x for x in f.definitions} if f else {}
+
+        return self.tracker.cached(("definitions", module), compute, {})
+
+    def resolve_binding(self, facts: FileFacts, binding: Assign | Import) -> list[Resolved]:
+        """What one assignment or import statement of ``facts`` binds its name to, with the hops."""
+        if isinstance(binding, Import):
+            return self._resolve_import(facts.module, facts, binding, 0)
+        return self._resolve_assign(facts.module, binding, 0)
 
     def scope_of_line(self, facts: FileFacts, line: int) -> str:
         """The innermost def/class containing ``line`` ('' for module level)."""
@@ -106,22 +116,14 @@ class Resolver:
     # -- module scope ---------------------------------------------------------------------------
     def lookup(self, module: str, name: str, depth: int = 0) -> list[Resolved]:
         """Bindings of ``name`` at the top level of ``module``, resolved."""
-        key = (module, "", name)
-        return self._memoised(key, lambda: self._lookup(module, name, depth))
+        return self._memoised((module, "", name), lambda: self._lookup(module, name, depth))
 
     def _memoised(self, key: tuple[str, str, str], compute: Callable[[], list[Resolved]]) -> list[Resolved]:
-        got = self._memo.get(key)
-        if got is not None:
-            self.index.note_all(got[1])
-            return got[0]
-        self._memo[key] = ([], frozenset())  # cycle guard: a re-entrant look-up sees nothing
-        with self.index.tracking() as deps:
-            out = compute()
-        self._memo[key] = (out, frozenset(deps))
-        return out
+        # A re-entrant look-up (an import cycle) sees nothing.
+        return self.tracker.cached(("resolve", *key), compute, [])
 
     def _lookup(self, module: str, name: str, depth: int) -> list[Resolved]:
-        facts = self.index.facts(module)
+        facts = self.modules.facts(module)
         if facts is None or depth > _MAX_DEPTH:
             return []
         out = self._bindings_in(facts, "", name, depth)
@@ -140,14 +142,14 @@ class Resolver:
                 g = self.definitions(module)["__getattr__"]
                 out.append(Resolved(Target("unresolved", module, line=g.line, name=name,
                                            reason=f"{module}.__getattr__ may provide {name!r} at run time"), ()))
-        if not out and facts.is_package and self.index.has_module(f"{module}.{name}"):
+        if not out and facts.is_package and self.modules.has(f"{module}.{name}"):
             sub = f"{module}.{name}"
             out.append(Resolved(Target("module", sub, name=name), ()))
         return out
 
     def exports(self, module: str) -> set[str]:
         """Names ``from module import *`` binds: ``__all__``, else every public top-level name."""
-        facts = self.index.facts(module)
+        facts = self.modules.facts(module)
         if facts is None:
             return set()
         if facts.all_names is not None:
@@ -188,7 +190,7 @@ class Resolver:
         return self._memoised((module, scope, name), lambda: self._resolve_in_scope(module, scope, name, depth))
 
     def _resolve_in_scope(self, module: str, scope: str, name: str, depth: int) -> list[Resolved]:
-        facts = self.index.facts(module)
+        facts = self.modules.facts(module)
         out: list[Resolved] = []
         if facts is not None and depth <= _MAX_DEPTH:
             defs = self.definitions(module)
@@ -219,15 +221,15 @@ class Resolver:
         src = absolute_module(module, facts.is_package, imp)
         if imp.name is None:
             target_mod = src if imp.alias else src.split(".")[0]
-            if self.index.has_module(target_mod):
+            if self.modules.has(target_mod):
                 return [Resolved(Target("module", target_mod, name=imp.bound), (h,))]
             return [Resolved(Target("unresolved", module, line=imp.line, name=imp.bound,
                                     reason=f"module {target_mod} is in no root and not installed"), (h,))]
-        if not self.index.has_module(src):
+        if not self.modules.has(src):
             return [Resolved(Target("unresolved", module, line=imp.line, name=imp.bound,
                                     reason=f"module {src} is in no root and not installed"), (h,))]
         res = self.lookup(src, imp.name, depth + 1)
-        if not res and self.index.has_module(f"{src}.{imp.name}"):
+        if not res and self.modules.has(f"{src}.{imp.name}"):
             res = [Resolved(Target("module", f"{src}.{imp.name}", name=imp.name), ())]
         if not res:
             res = [Resolved(Target("unresolved", src, line=imp.line, name=imp.name,
@@ -236,7 +238,7 @@ class Resolver:
 
     def _dynamic_at(self, module: str, scope: str, line: int) -> list[Resolved]:
         """An unresolvable construct (computed getattr/import) on this line of this scope."""
-        facts = self.index.facts(module)
+        facts = self.modules.facts(module)
         return [Resolved(Target("unresolved", module, line=d.line, name=d.target or "", reason=d.reason), ())
                 for d in (facts.dynamic if facts else ()) if d.scope == scope and d.line == line]
 
@@ -285,7 +287,7 @@ class Resolver:
 
     def returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
         """What a function returns, resolved in its own scope (``return imported_fn, X``)."""
-        facts = self.index.facts(module)
+        facts = self.modules.facts(module)
         if facts is None:
             return []
         out: list[Resolved] = []
@@ -317,7 +319,7 @@ class Resolver:
         if depth > _MAX_DEPTH or (module, cls.qualname) in seen:
             return []
         seen = seen | {(module, cls.qualname)}
-        facts = self.index.facts(module)
+        facts = self.modules.facts(module)
         if facts is None:
             return []
         own = self._bindings_in(facts, cls.qualname, attr, depth)

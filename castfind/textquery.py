@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Hashable
 
 from castfind.discover import SourceFile
 from castfind.rules import RuleSet
+from castfind.words import Words
 
 if TYPE_CHECKING:
     from castfind.index import Index
@@ -122,6 +123,7 @@ class TextQueries:
         self.rules = rules
         self.memo = memo
         self._preds: dict[QueryKey, Predicate] = {}
+        self.words = Words(index)
         self._pos = {sf.abspath: i for i, sf in enumerate(index.files)}
         memo.predicate = self.predicate
 
@@ -141,5 +143,5 @@ class TextQueries:
     def _full(self, key: QueryKey) -> list[SourceFile]:
         pred = self.predicate(key)
         words = words_of(key)
-        pool = self.index.containing(words) if words else self.index.files
+        pool = self.words.containing(words) if words else self.index.files
         return [sf for sf in pool if pred(sf, self.index.data(sf))]

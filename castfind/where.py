@@ -15,6 +15,7 @@ from castfind.facts import Attr, Call, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
 from castfind.resolve import Hop, Resolved, Resolver, Target
 from castfind.types import Diagnostic
+from castfind.words import Words
 
 _DEF_NAME = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
@@ -87,6 +88,7 @@ class _Query:
     def __init__(self, index: Index, symbol: str) -> None:
         self.index = index
         self.r = Resolver(index)
+        self.words = Words(index)
         self.symbol = symbol
         self.name = symbol.rsplit(".", 1)[-1]
         self.results: list[Resolved] = []
@@ -105,7 +107,7 @@ class _Query:
         parts = self.symbol.split(".")
         for i in range(len(parts), 0, -1):
             mod = ".".join(parts[:i])
-            if self.index.has_module(mod):
+            if self.r.modules.has(mod):
                 cur = [Resolved(Target("module", mod, name=parts[i - 1]), ())]
                 for attr in parts[i:]:
                     cur = [Resolved(m.target, (*c.chain, *m.chain)) for c in cur for m in self.r.member(c.target, attr)]
@@ -116,7 +118,7 @@ class _Query:
     def class_member(self) -> None:
         parts = self.symbol.split(".")
         cls_name = parts[0]
-        for sf in self.index.containing([cls_name]):
+        for sf in self.words.containing([cls_name]):
             facts = self.index.facts_of(sf)
             for d in facts.definitions:
                 if d.kind == "class" and d.name == cls_name:
@@ -126,7 +128,7 @@ class _Query:
                     self.results += cur
 
     def bare(self) -> None:
-        files = self.index.containing([self.name])
+        files = self.words.containing([self.name])
         for facts in self.index.load_files(files):
             self._bindings(facts)
 
@@ -137,10 +139,10 @@ class _Query:
                 self.results.append(Resolved(Target("def", module, d, d.line, name=name), ()))
         for a in facts.assigns:
             if a.target == name:
-                self.results += r._resolve_assign(module, a, 0)
+                self.results += r.resolve_binding(facts, a)
         for imp in facts.imports:
             if imp.name != "*" and imp.bound == name:
-                self.results += r._resolve_import(module, facts, imp, 0)
+                self.results += r.resolve_binding(facts, imp)
         for dyn in facts.dynamic:
             if dyn.target == name:
                 self.results.append(Resolved(Target("unresolved", module, line=dyn.line, name=name, reason=dyn.reason), ()))
@@ -152,7 +154,7 @@ class _Query:
         keys: set[tuple[str, str]] = set()
         for res in self.results:
             t = res.target
-            sf = self.index.module_file(t.module)
+            sf = self.r.modules.file(t.module)
             if sf is None:
                 continue
             if t.kind == "unresolved":
@@ -201,8 +203,7 @@ class _Query:
             if not todo:
                 return names
             done.update(todo)
-            for facts in self.index.load_files(self.index.containing(todo)):
-                m = facts.module
+            for facts in self.index.load_files(self.words.containing(todo)):
                 for ret in facts.returns:
                     # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not.
                     if ret.scope and _refers(ret.value, names):
@@ -212,18 +213,18 @@ class _Query:
                     aliased = _refers(value, names) or (isinstance(value, Call) and _refers(value.func, returners))
                     target = a.target.rsplit(".", 1)[-1]
                     # `_` is the conventional discard: calls through it are not worth reading every file.
-                    if target != "_" and aliased and self._hits(self.r._resolve_assign(m, a, 0), keys):
+                    if target != "_" and aliased and self._hits(self.r.resolve_binding(facts, a), keys):
                         names.add(target)
                 for imp in facts.imports:
-                    if imp.name in names and self._hits(self.r._resolve_import(m, facts, imp, 0), keys):
+                    if imp.name in names and self._hits(self.r.resolve_binding(facts, imp), keys):
                         names.add(imp.bound)
 
     def call_sites(self, defs: list[WhereDefinition], keys: set[tuple[str, str]]) -> list[Location]:
         names = self.alias_names({self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs}, keys)
         methods_only = bool(defs) and all(d.kind == "method" for d in defs)
         out: dict[tuple[str, int], Location] = {}
-        for facts in self.index.load_files(self.index.containing(sorted(names))):
-            sf = self.index.module_file(facts.module)
+        for facts in self.index.load_files(self.words.containing(sorted(names))):
+            sf = self.r.modules.file(facts.module)
             if sf is None:
                 continue
             for cs in facts.calls:

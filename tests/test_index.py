@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from castfind.discover import discover
-from castfind.index import Index, _extract_job
+from castfind.index import Index
+from castfind.workers import extract_in_pool, extract_job
 from tests.conftest import REPO
 
 
@@ -20,7 +21,7 @@ def crash_on_boom(job: tuple[str, str, str, bool]) -> tuple:
     """A worker job that dies like a segfaulting parser on files named boom.py."""
     if job[0].endswith("boom.py"):
         os.abort()
-    return _extract_job(job)
+    return extract_job(job)
 
 
 def test_a_worker_crash_becomes_a_diagnostic_and_the_other_files_are_extracted(tmp_path: Path) -> None:
@@ -28,9 +29,8 @@ def test_a_worker_crash_becomes_a_diagnostic_and_the_other_files_are_extracted(t
         (tmp_path / f"m{i}.py").write_text(f"def f{i}(kv):\n    return kv.float()\n")
     (tmp_path / "boom.py").write_text("x = 1\n")
     files = discover([str(tmp_path)])
-    index = Index(files, jobs=2)
     jobs = [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in files]
-    got = index._extract_in_pool(files, jobs, list(range(len(files))), work=crash_on_boom)
+    got = extract_in_pool(jobs, list(range(len(files))), 2, work=crash_on_boom)
     assert sorted(got) == list(range(len(files)))
     from castfind.cache import decode_facts
 

@@ -1,0 +1,105 @@
+"""Workers: extract many files' facts in a pool of spawned processes that survives a parser crash.
+
+PERF: each worker encodes its facts once for the cache; the main process stores those bytes as
+they are and takes the facts from the pool's own transfer (between castfind's own processes), so
+the slower data-only decoding (:mod:`castfind.codec`) is paid only when facts come back from the
+cache.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+
+from castfind.cache import encode_facts
+from castfind.extract import extract_source
+from castfind.facts import FileFacts
+
+#: ``(absolute path, module, path in root, is a package)``: what a worker needs to extract a file.
+Job = tuple[str, str, str, bool]
+#: Facts without module/path (the cache stores them content-addressed), and their cache encoding.
+Extracted = tuple[FileFacts, bytes]
+ProgressFn = Callable[[int, int], None]
+
+#: Files a worker takes at a time.
+_CHUNK = 4
+
+
+def encoded(facts: FileFacts) -> Extracted:
+    bare = replace(facts, module="", path="")
+    return bare, encode_facts(bare)
+
+
+def extract_job(job: Job) -> Extracted:
+    """Worker: extract one file; return its facts and, already encoded for the cache, their bytes."""
+    abspath, module, path, is_pkg = job
+    try:
+        with open(abspath, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        return encoded(FileFacts("", "", is_pkg, error=(1, f"cannot read: {e.strerror}")))
+    return encoded(extract_source(data, module, path, is_pkg))
+
+
+def crashed(is_package: bool) -> Extracted:
+    """What a file that kills every worker it is given becomes."""
+    return encoded(FileFacts("", "", is_package, error=(1, "castfind's parser crashed on this file"),
+                             error_kind="unsupported"))
+
+
+def _watch_parent(parent: int) -> None:
+    """Worker initializer: exit as soon as the process that started the pool is gone.
+
+    A scan killed with SIGKILL (or SIGTERM, whose default action skips every clean-up) cannot shut
+    its pool down; an orphaned worker is re-parented, so polling the parent pid finds that out.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="castfind-parent-watch", daemon=True).start()
+
+
+def new_pool(workers: int) -> ProcessPoolExecutor:
+    """Workers *spawned* fresh (they import only the extractor): they share no pages with a main
+    process holding every file's bytes, and each dies with the process that started it."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_watch_parent, initargs=(os.getpid(),))
+
+
+def extract_in_pool(jobs: list[Job], order: list[int], workers: int, progress: ProgressFn | None = None,
+                    work: Callable[[Job], Extracted] = extract_job) -> dict[int, Extracted]:
+    """Extract ``jobs`` (taken in ``order``) in worker processes; job number → its result.
+
+    A worker that dies (a parser crash) breaks the pool: the jobs then in flight are retried one
+    at a time in a pool of their own, and one that breaks that too becomes an ``unsupported``
+    file (:func:`crashed`); the rest go on in a fresh pool.
+    """
+    by_i: dict[int, Extracted] = {}
+    todo = list(order)
+    while todo:
+        try:
+            with new_pool(workers) as pool:
+                for i, blob in zip(todo, pool.map(work, [jobs[i] for i in todo], chunksize=_CHUNK)):
+                    by_i[i] = blob
+                    if progress:
+                        progress(len(by_i), len(jobs))
+            todo = []
+        except BrokenProcessPool:
+            todo = [i for i in todo if i not in by_i]
+            suspects, todo = todo[: workers * _CHUNK], todo[workers * _CHUNK:]
+            for i in suspects:
+                try:
+                    with new_pool(1) as alone:
+                        by_i[i] = alone.submit(work, jobs[i]).result()
+                except BrokenProcessPool:
+                    by_i[i] = crashed(jobs[i][3])
+    return by_i
