@@ -13,7 +13,7 @@ import pytest
 
 from castfind.discover import discover
 from castfind.index import Index, _extract_job
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def crash_on_boom(job: tuple[str, str, str, bool]) -> tuple:

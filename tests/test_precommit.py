@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

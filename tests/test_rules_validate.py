@@ -138,7 +138,7 @@ def test_a_recursive_alias_is_reported_not_looped_on(tmp_path):
 
 
 def test_validate_command_lists_every_problem_without_a_traceback(tmp_path):
-    from tests.conftest import run_castfind
+    from tests.support import run_castfind
 
     bad = tmp_path / "bad.yaml"
     bad.write_text(textwrap.dedent("""\
