@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import REPO
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="needs git")]
 
 BAD = '''class Backend:
     def forward_decode(self, q, layer, forward_batch):
