@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def run_castfind(*args: str, cwd: Path = REPO, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    """``python -m castfind ARGS`` in a subprocess (exit codes and stderr are part of the contract)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "castfind", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+from tests.support import REPO
 
 
 @pytest.fixture(scope="session")

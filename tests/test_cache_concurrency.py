@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from castfind.cache import Cache
-from tests.conftest import REPO
+from tests.support import REPO
 
 FIX = REPO / "fixtures" / "scan"
 

@@ -14,7 +14,7 @@ import pytest
 from castfind import codec
 from castfind.cache import Cache, decode_facts, encode_facts
 from castfind.extract import extract_source
-from tests.conftest import REPO, run_castfind
+from tests.support import REPO, run_castfind
 
 FIX = REPO / "fixtures" / "scan"
 

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from castfind import api, cli
-from tests.conftest import REPO, run_castfind
+from tests.support import REPO, run_castfind
 
 FIX = REPO / "fixtures" / "scan"
 BACKEND = FIX / "minisrv" / "minisrv" / "backend.py"

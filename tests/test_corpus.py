@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_castfind
+from tests.support import run_castfind
 
 pytestmark = pytest.mark.corpus
 

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from castfind.extract import extract_source
-from castfind.index import Index
+import ast
+
+import pytest
+
 from castfind.discover import discover
+from castfind.extract import MAX_DEPTH, extract_source
+from castfind.facts import Attr, Cast, Name, Other
+from castfind.index import Index
 
 
-def _casts(src: str):
+def _casts(src: str) -> tuple[Cast, ...]:
     return extract_source(src.encode(), "m", "m.py", False).casts
+
+
+def _by_text(src: str) -> dict[str, Cast]:
+    """The casts of ``src`` by their text (each text once in the source)."""
+    casts = _casts(src)
+    out = {c.text: c for c in casts}
+    assert len(out) == len(casts), [c.text for c in casts]
+    return out
 
 
 def test_column_is_the_cast_receivers_start_even_when_its_text_appears_earlier() -> None:
@@ -68,3 +81,234 @@ def test_one_worker_and_two_workers_give_identical_facts(tmp_path) -> None:
             first = facts.casts[0]
             line = (tmp_path / facts.path).read_text().splitlines()[first.line - 1]
             assert line[first.column - 1:].startswith("kv.to(")
+
+
+# -- positions ---------------------------------------------------------------------------------------
+
+
+def test_positions_agree_with_pythons_own_call_positions() -> None:
+    src = ("a.half(); b.double()\n"
+           "z = x.float().half()\n"
+           "w = f(\n"
+           "    k.to(t), v.to(\n"
+           "        t))\n"
+           "y = (self.kv\n"
+           "     .float())\n")
+    expected = sorted((n.lineno, n.col_offset + 1, n.end_lineno) for n in ast.walk(ast.parse(src))
+                      if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute))
+    assert sorted((c.line, c.column, c.end_line) for c in _casts(src)) == expected
+    by_text = _by_text(src)
+    assert (by_text["b.double()"].line, by_text["b.double()"].column) == (1, 11)  # two casts on one line
+    assert by_text["x.float().half()"].column == by_text["x.float()"].column == 5  # a chain starts at x
+    assert (by_text["v.to( t)"].line, by_text["v.to( t)"].end_line) == (4, 5)
+
+
+def test_a_cast_in_a_string_is_not_a_cast() -> None:
+    assert _casts('s = """\nx.float()\n"""\n# y.half()\n') == ()
+
+
+@pytest.mark.xfail(strict=True, reason="extract: the end line of a cast wrapped in parentheses on their own lines "
+                                       "counts the parentheses' lines (end_line 4 for a call on line 2)")
+def test_end_line_of_a_parenthesised_cast_is_the_calls_own() -> None:
+    (c,) = _casts("y = (\n    kv.float()\n)\n")
+    assert (c.line, c.column, c.end_line) == (2, 5, 2)
+
+
+@pytest.mark.xfail(strict=True, reason="extract: the text of a cast wrapped in parentheses keeps the parentheses "
+                                       "and the comments inside them")
+def test_text_of_a_parenthesised_cast_is_the_call_alone() -> None:
+    (c,) = _casts("y = (\n    kv.float()  # why\n)\n")
+    assert c.text == "kv.float()"
+
+
+# -- guards --------------------------------------------------------------------------------------------
+
+
+GUARDED = """\
+def f(self, x):
+    if a:
+        if b:
+            x.float()
+    elif c:
+        x.half()
+    else:
+        x.double()
+    if d:
+        def g():
+            x.bfloat16()
+        if e:
+            pass
+        x.to(torch.float16)
+    try:
+        x.byte()
+    except E:
+        x.char()
+    while x.ready:
+        x.short()
+    if (self._w is None
+            and   ok):
+        x.long()
+x.int()
+"""
+
+
+def test_guards_are_the_enclosing_ifs_outermost_first_and_else_branches_are_negated() -> None:
+    c = _by_text(GUARDED)
+
+    def guards(text: str) -> list[tuple[str, bool]]:
+        return [(g.test, g.negated) for g in c[text].guards]
+
+    assert guards("x.float()") == [("a", False), ("b", False)]
+    assert guards("x.half()") == [("a", True), ("c", False)]  # elif: out of a's body, in c's
+    assert guards("x.double()") == [("a", True), ("c", True)]
+    assert guards("x.to(torch.float16)") == [("d", False)]  # the closed `if e:` no longer applies
+    assert guards("x.long()") == [("(self._w is None and ok)", False)]  # whitespace folded
+
+
+def test_guards_stop_at_a_def_and_try_or_while_are_not_guards() -> None:
+    c = _by_text(GUARDED)
+    assert c["x.bfloat16()"].guards == ()  # `if d:` encloses the def, not the call of g
+    assert c["x.bfloat16()"].scope == "f.<locals>.g"
+    for text in ("x.byte()", "x.char()", "x.short()", "x.int()"):
+        assert c[text].guards == (), text
+
+
+def test_a_long_guard_is_cut_to_160_characters() -> None:
+    test = " and ".join(f"flag_{i}" for i in range(40))
+    (c,) = _casts(f"def f(x):\n    if {test}:\n        x.float()\n")
+    assert len(test) > 160 and c.guards[0].test == test[:160]
+
+
+@pytest.mark.xfail(strict=True, reason="extract: a cast in an if's own test is recorded as guarded by that test "
+                                       "(it runs before the test is decided)")
+def test_a_cast_in_an_if_test_is_not_guarded_by_it() -> None:
+    (c,) = _casts("def f(self):\n    if not self._warned and self.kv_cache.float().max() > 448:\n        pass\n")
+    assert c.guards == ()
+
+
+# -- loop depth ----------------------------------------------------------------------------------------
+
+
+LOOPS = """\
+def f(xs):
+    xs.float()
+    for a in xs:
+        a.half()
+        while a:
+            a.double()
+            def g(b):
+                b.to(t)
+                for c in b:
+                    c.int()
+        [y.bfloat16() for y in xs]
+    {k: v.long() for k, v in xs}
+    [[z.short() for z in y] for y in xs]
+    (w.bool() for w in xs)
+    {s.byte() for s in xs}
+    while xs.kv.char().any():
+        pass
+xs.type(t)
+for q in xs:
+    q.to(t)
+"""
+
+
+def test_loop_depth_counts_for_while_and_comprehensions_nested() -> None:
+    depth = {text: c.loop_depth for text, c in _by_text(LOOPS).items()}
+    assert depth == {
+        "xs.float()": 0,
+        "a.half()": 1,
+        "a.double()": 2,
+        "b.to(t)": 0,  # a def starts afresh: its body runs once per call
+        "c.int()": 1,  # ...and counts its own loops
+        "y.bfloat16()": 2,  # a comprehension in a for
+        "v.long()": 1,
+        "z.short()": 2,  # nested comprehensions
+        "w.bool()": 1,
+        "s.byte()": 1,
+        "xs.kv.char()": 1,  # a while test runs on every iteration
+        "xs.type(t)": 0,
+        "q.to(t)": 1,  # module-level loops count too
+    }
+
+
+@pytest.mark.xfail(strict=True, reason="extract: the iterable of a for loop or of a comprehension's first for, and "
+                                       "a for's else block, run once but get the loop's depth")
+@pytest.mark.parametrize("src", [
+    "def f(self):\n    for a in self.kv_cache.float():\n        pass\n",
+    "def f(self):\n    return [a for a in self.kv_cache.float()]\n",
+    "def f(self, xs):\n    for a in xs:\n        pass\n    else:\n        self.kv_cache.float()\n",
+], ids=["for-iterable", "comprehension-iterable", "for-else"])
+def test_what_runs_once_beside_a_loop_has_no_loop_depth(src: str) -> None:
+    (c,) = _casts(src)
+    assert c.loop_depth == 0
+
+
+# -- nesting depth ---------------------------------------------------------------------------------------
+
+
+def _ast_depth(src: str) -> int:
+    best, stack = 0, [(ast.parse(src), 1)]
+    while stack:
+        node, d = stack.pop()
+        best = max(best, d)
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return best
+
+
+def test_a_tree_exactly_max_depth_deep_is_analysed_one_level_more_is_unsupported() -> None:
+    def source(terms: int) -> str:
+        return "y = " + " + ".join(["a"] * terms) + "\nz = kv.float()\n"
+
+    at_limit, over = source(MAX_DEPTH - 3), source(MAX_DEPTH - 2)
+    assert (_ast_depth(at_limit), _ast_depth(over)) == (MAX_DEPTH, MAX_DEPTH + 1)
+    ok = extract_source(at_limit.encode(), "m", "m.py", False)
+    assert ok.error is None and [c.text for c in ok.casts] == ["kv.float()"]
+    bad = extract_source(over.encode(), "m", "m.py", False)
+    assert bad.error_kind == "unsupported" and bad.casts == ()
+    assert bad.error is not None and bad.error[0] == 1 and f"{MAX_DEPTH + 1} levels deep" in bad.error[1]
+
+
+def test_nesting_python_rejects_is_a_parse_error_not_unsupported() -> None:
+    ff = extract_source(("x = " + "(" * 1100 + "1" + ")" * 1100 + "\n").encode(), "m", "m.py", False)
+    assert ff.error_kind == "parse-error" and ff.error is not None and ff.casts == ()
+
+
+def test_a_receiver_deeper_than_the_expression_limit_is_cut_but_the_cast_is_kept() -> None:
+    chain = ".".join(f"a{i}" for i in range(16))
+    (c,) = _casts(f"y = {chain}.float()\n")
+    assert c.text == f"{chain}.float()"
+    assert isinstance(c.receiver, Attr) and c.receiver.attr == "a15"
+    inner = c.receiver
+    while isinstance(inner, Attr):
+        inner = inner.value
+    assert isinstance(inner, Other) and inner.kind == "Deep"  # not a Name: provenance cannot follow it
+
+
+# -- assigned_to ------------------------------------------------------------------------------------------
+
+
+def test_assigned_to_is_the_single_plain_target_of_the_cast_itself() -> None:
+    src = ("class A:\n"
+           "    def f(self, x, y):\n"
+           "        self.w = self.w.to(torch.float16)\n"
+           "        w: T = self.v.half()\n"
+           "        a = b = x.float()\n"
+           "        c, d = x.double(), y.double()\n"
+           "        e = x.bfloat16() + 1\n"
+           "        e += x.long()\n"
+           "        self.d[0] = x.int()\n"
+           "        return x.short()\n")
+    assigned = {c.text: c.assigned_to for c in _casts(src)}
+    assert assigned == {
+        "self.w.to(torch.float16)": "self.w",
+        "self.v.half()": "w",  # an annotated assignment
+        "x.float()": None,  # chained: two targets
+        "x.double()": None, "y.double()": None,  # tuple unpacking
+        "x.bfloat16()": None,  # the value is a sum, not the cast
+        "x.long()": None,  # augmented
+        "x.int()": None,  # a subscript target
+        "x.short()": None,
+    }
+    (c,) = [c for c in _casts(src) if c.assigned_to == "self.w"]
+    assert c.receiver == Attr(Name("self"), "w")

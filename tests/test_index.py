@@ -14,7 +14,7 @@ import pytest
 from castfind.discover import discover
 from castfind.index import Index
 from castfind.workers import extract_in_pool, extract_job
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def crash_on_boom(job: tuple[str, str, str, bool]) -> tuple:

@@ -12,7 +12,7 @@ import yaml
 from castfind import __version__
 from castfind.config import Config, load_config
 from castfind.init import PRECOMMIT_SNIPPET, STARTER_SECTION, init
-from tests.conftest import run_castfind
+from tests.support import run_castfind
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from castfind.api import scan
-from tests.conftest import REPO
+from tests.support import REPO
 
 FIX = REPO / "fixtures" / "scan"
 

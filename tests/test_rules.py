@@ -16,7 +16,7 @@ def test_rule_examples(rule):
 
 
 def test_rules_test_command_exits_0():
-    from tests.conftest import run_castfind
+    from tests.support import run_castfind
 
     r = run_castfind("rules", "test")
     assert r.returncode == 0 and f"{len(RULES.rules)} passed, 0 failed" in r.stdout
@@ -96,7 +96,7 @@ def test_explain_names_the_rule_that_took_the_line_and_the_one_it_shadowed(tmp_p
 
 
 def test_explain_command_prints_the_shadowed_rule(tmp_path):
-    from tests.conftest import run_castfind
+    from tests.support import run_castfind
 
     user, src = _overlap_setup(tmp_path)
     r = run_castfind("scan", str(src), "--rules", str(user), "--no-cache", "--explain", f"{src / 'm.py'}:3")

@@ -138,7 +138,7 @@ def test_a_recursive_alias_is_reported_not_looped_on(tmp_path):
 
 
 def test_validate_command_lists_every_problem_without_a_traceback(tmp_path):
-    from tests.conftest import run_castfind
+    from tests.support import run_castfind
 
     bad = tmp_path / "bad.yaml"
     bad.write_text(textwrap.dedent("""\
@@ -253,10 +253,12 @@ def test_glob_matches_fnmatchcase_property(pattern, name):
 def test_glob_regex_compiles_without_warnings(pattern):
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # FutureWarning: possible set operation / nested set
-        re.compile(glob_regex(pattern))
-        re.compile(glob_regex(pattern, star=r"\w*", one=r"\w").encode())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # FutureWarning: possible set operation / nested set
+        text = re.compile(glob_regex(pattern))
+        words = re.compile(glob_regex(pattern, star=r"\w*", one=r"\w").encode())
+    assert [str(w.message) for w in caught] == []
+    assert text.flags & re.UNICODE and not words.flags & re.UNICODE  # a str and a bytes pattern
 
 
 def _translate_as_on_314(monkeypatch) -> None:

@@ -119,8 +119,15 @@ def test_steps_are_counted_in_header_and_records(tmp_path):
     assert {(s.dst_dtype, s.calls, s.steps) for s in sites} == {("float16", 1, 1), ("float64", 6, 3)}
 
 
-def test_step_outside_record_is_a_no_op():
-    castfind.step()
+def test_step_outside_record_is_a_no_op(tmp_path):
+    for _ in range(3):
+        assert castfind.step() is None  # no recording: nothing to count, nothing raised
+    path = tmp_path / "t.jsonl"
+    with castfind.record(path):
+        torch.ones(2).half()
+    header, sites = read_trace(path)
+    assert header["steps"] == 0  # the steps marked before the block did not leak into it
+    assert [(s.dst_dtype, s.calls) for s in sites] == [("float16", 1)]
 
 
 def test_trace_is_written_when_the_block_raises(tmp_path):

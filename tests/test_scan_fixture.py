@@ -10,7 +10,7 @@ from castfind.discover import discover
 from castfind.index import Index
 from castfind.rules import load_rules
 from castfind.scan import scan
-from tests.conftest import REPO, run_castfind
+from tests.support import REPO, run_castfind
 
 FIX = REPO / "fixtures" / "scan"
 BACKEND = "minisrv/minisrv/backend.py"

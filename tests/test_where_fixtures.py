@@ -317,13 +317,13 @@ def test_python_agrees_with_expected_answers():
 
 @pytest.fixture(scope="module")
 def where_cli() -> None:
-    """Skip the CLI tests only while the ``where`` command does not exist at all."""
+    """The ``where`` command is registered: an unregistered command fails these tests, never skips them."""
     proc = subprocess.run(
         [sys.executable, "-m", "castfind", "where", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
     )
-    if proc.returncode != 0 and "No such command" in proc.stdout + proc.stderr:
-        pytest.skip("`castfind where` is not registered yet; these spec tests run once it lands")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    output = proc.stdout + proc.stderr
+    assert "No such command" not in output, f"`castfind where` is not registered:\n{output}"
+    assert proc.returncode == 0, output
 
 
 needs_where = pytest.mark.usefixtures("where_cli")

@@ -1,0 +1,302 @@
+"""Checker: the dtype a cast names, whether it runs once, which rule wins, hot vs cold, and the score's order.
+
+Facts come from the real extractor and rules from the real YAML; the call graph is a small fake that
+answers ``hot_path`` from a table (and records what it was asked), except in the one test that builds
+the real graph over a tiny package.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from castfind.callgraph import CallGraph
+from castfind.checker import Checker, cast_dtype, is_once
+from castfind.discover import discover
+from castfind.extract import extract_source
+from castfind.facts import Cast, FileFacts
+from castfind.index import Index
+from castfind.provenance import Provenance
+from castfind.resolve import Resolver
+from castfind.rules import RuleSet, load_rules
+from castfind.types import Finding
+
+RULES = load_rules()
+
+
+class FakeGraph:
+    """``hot_path`` from a table of function qualnames; everything else is cold."""
+
+    def __init__(self, hot: dict[str, tuple[str, ...]] | None = None) -> None:
+        self.hot = hot or {}
+        self.asked: list[tuple[str, str]] = []
+
+    def hot_path(self, node: tuple[str, str]) -> tuple[str, ...] | None:
+        self.asked.append(node)
+        return self.hot.get(node[1])
+
+
+def facts_of(src: str) -> FileFacts:
+    facts = extract_source(textwrap.dedent(src).encode(), "m", "m.py", False)
+    assert facts.error is None, facts.error
+    return facts
+
+
+def cast_of(src: str) -> Cast:
+    (cast,) = facts_of(src).casts
+    return cast
+
+
+def check(src: str, hot: dict[str, tuple[str, ...]] | None = None, rules: RuleSet = RULES,
+          explain: bool = False) -> tuple[list[Finding], Checker, FakeGraph]:
+    graph = FakeGraph(hot)
+    checker = Checker(rules, Provenance(rules), graph)  # type: ignore[arg-type]  # duck-typed graph
+    return checker.check(facts_of(src), "root", explain=explain), checker, graph
+
+
+def method(body: str, name: str = "step", cls: str = "Backend") -> str:
+    """A class ``cls`` with one method ``name(self, x, t, layer_id)`` whose body is ``body``."""
+    lines = "".join(f"        {line}\n" for line in body.splitlines())
+    return f"class {cls}:\n    def {name}(self, x, t, layer_id):\n{lines}"
+
+
+HOT = {"Backend.step": ("m.Backend.forward", "m.Backend.step")}
+
+
+# -- cast_dtype ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("call", "dtype"), [
+    ("x.to(device)", None),  # a device move, not a cast
+    ("x.to('cuda')", None),
+    ("x.to(other_tensor)", None),
+    ("x.to(torch.float16)", "torch.float16"),  # the dtype as an argument
+    ("x.to(device, torch.bfloat16)", "torch.bfloat16"),
+    ("x.to(q.dtype)", "q.dtype"),
+    ("x.to(self.dtype, non_blocking=True)", "self.dtype"),
+    ("x.to(device=d, dtype=torch.float8_e4m3fn)", "torch.float8_e4m3fn"),  # the dtype keyword
+    ("x.to(device, dtype=compute)", "compute"),  # a keyword names a dtype whatever its text
+    ("x.type(torch.half)", "torch.half"),
+    ("x.float()", "float32"),  # a fixed dtype from the casts table
+    ("x.half()", "float16"),
+    ("x.bfloat16()", "bfloat16"),
+    ("buf.copy_(x)", "the destination dtype"),
+    ("x.int()", None),  # recorded by the extractor, but no cast spec in the default rules
+])
+def test_cast_dtype(call: str, dtype: str | None) -> None:
+    assert cast_dtype(RULES, cast_of(f"y = {call}\n")) == dtype
+
+
+def test_a_device_move_of_a_whole_buffer_on_a_hot_path_is_not_a_finding() -> None:
+    src = method("y = self.k_buffer.to(x.device)\nz = self.k_buffer.to(x.dtype)")
+    findings, checker, _ = check(src, HOT, explain=True)
+    assert [(f.line, f.rule) for f in findings] == [(4, "CF101")]
+    assert any("does not name a dtype" in w for w in checker.explanations[("m.py", 3)])
+
+
+# -- is_once --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", ["__init__", "process_weights_after_loading", "load_weights", "init_cache",
+                                      "warmup", "capture_graph", "build_model"])
+def test_a_once_function_runs_once(function: str) -> None:
+    c = cast_of(method("y = self.k_buffer.to(t)", name=function))
+    assert is_once(RULES, c, "self.k_buffer")
+
+
+def test_a_helper_nested_in_a_once_function_runs_once_too() -> None:
+    c = cast_of("def load_weights(model):\n    def one(w):\n        return model.k_buffer.to(t)\n    one(1)\n")
+    assert c.scope == "load_weights.<locals>.one" and is_once(RULES, c, "model.k_buffer")
+
+
+def test_a_step_function_does_not_run_once() -> None:
+    c = cast_of(method("y = self.k_buffer.to(t)", name="forward"))
+    assert not is_once(RULES, c, "self.k_buffer")
+
+
+@pytest.mark.parametrize("test", ["self._w is None", "not hasattr(self, '_w')", "x.dtype != t", "not self._ready",
+                                  "self._cached_w is None or x.dtype != self._cached_w.dtype"])
+def test_a_memo_guard_makes_it_once(test: str) -> None:
+    c = cast_of(method(f"if {test}:\n    self._w = self.proj.weight.to(t)"))
+    assert is_once(RULES, c, "self.proj.weight")
+
+
+def test_an_unrelated_guard_does_not() -> None:
+    c = cast_of(method("if layer_id > 0:\n    y = self.proj.weight.to(t)"))
+    assert not is_once(RULES, c, "self.proj.weight")
+
+
+@pytest.mark.xfail(strict=True, reason="checker: is_once ignores Guard.negated, so the else branch of a memo guard "
+                                       "(which runs on every call but the first) counts as once")
+def test_the_else_branch_of_a_memo_guard_runs_on_every_call() -> None:
+    c = cast_of(method("if self._w is None:\n    self._w = 1\nelse:\n    y = self.k_buffer.to(t)"))
+    assert not is_once(RULES, c, "self.k_buffer")
+
+
+def test_storing_the_cast_back_to_its_own_buffer_makes_it_once() -> None:
+    assert is_once(RULES, cast_of(method("self.w_kc = self.w_kc.to(t)")), "self.w_kc")
+    assert is_once(RULES, cast_of(method("self.k_buffer = self.k_buffer[layer_id].to(t)")), "self.k_buffer[layer_id]")
+    assert not is_once(RULES, cast_of(method("self.w_vc = self.w_kc.to(t)")), "self.w_kc")  # another attribute
+    assert not is_once(RULES, cast_of(method("w = self.w_kc.to(t)")), "self.w_kc")  # a local
+    off = replace(RULES, once_store_to_self=False)
+    assert not is_once(off, cast_of(method("self.w_kc = self.w_kc.to(t)")), "self.w_kc")
+
+
+# -- rules: which one reports, hot vs cold ---------------------------------------------------------------------
+
+
+def test_hot_kv_cache_cast_is_cf101_with_its_hot_path_and_message() -> None:
+    findings, _, graph = check(method("y = self.k_buffer[layer_id].to(x.dtype)"), HOT)
+    (f,) = findings
+    assert (f.rule, f.severity, f.line, f.function) == ("CF101", "error", 3, "Backend.step")
+    assert f.hot_path == HOT["Backend.step"] and f.module == "m" and f.root == "root"
+    assert f.provenance == ("[layer_id] keeps it whole", ".k_buffer is a kv-cache buffer")
+    assert "kv-cache" in f.message and "x.dtype" in f.message and "Backend.step" in f.message
+    assert graph.asked == [("m", "Backend.step")]
+
+
+def test_the_same_cast_cold_is_cf104_and_once_is_cf103_without_asking_the_graph() -> None:
+    findings, _, graph = check(method("y = self.k_buffer.to(x.dtype)"))
+    assert [(f.rule, f.hot_path) for f in findings] == [("CF104", ())] and graph.asked == [("m", "Backend.step")]
+    findings, _, graph = check(method("y = self.k_buffer.to(x.dtype)", name="__init__"), HOT)
+    assert [f.rule for f in findings] == ["CF103"] and graph.asked == []
+
+
+def test_a_weight_on_a_hot_path_is_cf102_and_a_norm_weight_is_excluded() -> None:
+    hot = {"Backend.step": HOT["Backend.step"], "RMSNorm.step": ("m.RMSNorm.forward", "m.RMSNorm.step")}
+    findings, _, _ = check(method("a = self.proj.weight.to(x.dtype)\nb = self.input_layernorm.weight.to(x.dtype)")
+                           + method("c = self.weight.to(x.dtype)", cls="RMSNorm"), hot)
+    assert [(f.rule, f.line) for f in findings] == [("CF102", 3)]
+
+
+def test_a_cast_at_module_level_is_cold_without_asking_the_graph() -> None:
+    findings, checker, graph = check("import torch\ny = pool.k_buffer.to(torch.float16)\n")
+    assert [f.rule for f in findings] == ["CF104"] and graph.asked == []
+    assert not checker.needs_hot(facts_of("y = pool.k_buffer.to(torch.float16)\n"),
+                                 cast_of("y = pool.k_buffer.to(torch.float16)\n"))
+
+
+@pytest.mark.parametrize(("body", "name", "needs"), [
+    ("y = self.k_buffer.to(x.dtype)", "step", True),
+    ("y = self.k_buffer.to(x.dtype)", "__init__", False),  # once: only CF103 applies, it has no hot
+    ("y = self.k_buffer.to(x.device)", "step", False),  # not a dtype cast
+    ("y = x.to(t)", "step", False),  # a parameter: not a whole buffer
+    ("y = self.k_buffer.int()", "step", False),  # no rule casts with .int()
+])
+def test_needs_hot_only_when_a_rule_would_ask(body: str, name: str, needs: bool) -> None:
+    src = method(body, name=name)
+    _, checker, _ = check("x = 1\n")
+    assert checker.needs_hot(facts_of(src), cast_of(src)) is needs
+
+
+def test_non_whole_operands_are_quiet_and_explained() -> None:
+    src = method("y = self.k_buffer[x].to(torch.float16)\nz = x.float()")
+    findings, checker, graph = check(src, HOT, explain=True)
+    assert findings == [] and graph.asked == []
+    for line in (3, 4):
+        assert any("not a whole buffer" in w for w in checker.explanations[("m.py", line)])
+
+
+USER_RULE = """\
+rules:
+  - id: CF201
+    name: my-kv-cast
+    severity: warning
+    message: "{expr} casts the {buffer}"
+    cast: [to]
+    receiver: {buffer: [kv-cache]}
+    hot: true
+    fix: "Cast the rows."
+    examples:
+      match: |
+        class B:
+            def forward_decode(self, q, layer):
+                return self.pool.get_key_buffer(layer.layer_id).to(q.dtype)  # match
+      no_match: |
+        x = 1
+"""
+
+
+def _with_user_rule(tmp_path: Path) -> RuleSet:
+    path = tmp_path / "user.yaml"
+    path.write_text(USER_RULE)
+    return load_rules([path])
+
+
+def test_the_first_matching_rule_in_file_order_wins(tmp_path: Path) -> None:
+    rules = _with_user_rule(tmp_path)
+    assert [r.id for r in rules.rules][-1] == "CF201"  # the user's file comes after the defaults
+    src = method("y = self.k_buffer.to(x.dtype)")
+    findings, checker, _ = check(src, HOT, rules=rules, explain=True)
+    assert [f.rule for f in findings] == ["CF101"]
+    why = checker.explanations[("m.py", 3)]
+    assert any("CF101" in w and "shadows CF201" in w for w in why), why
+    # The same rules with the user's first: now it takes the line.
+    user_first = replace(rules, rules=(rules.rules[-1], *rules.rules[:-1]))
+    findings, _, _ = check(src, HOT, rules=user_first)
+    assert [(f.rule, f.severity) for f in findings] == [("CF201", "warning")]
+
+
+def test_a_rule_whose_hot_condition_fails_lets_a_later_rule_match(tmp_path: Path) -> None:
+    rules = _with_user_rule(tmp_path)
+    user_first = replace(rules, rules=(rules.rules[-1], *rules.rules[:-1]))
+    findings, _, graph = check(method("y = self.k_buffer.to(x.dtype)"), rules=user_first)  # cold
+    assert [f.rule for f in findings] == ["CF104"]
+    assert graph.asked == [("m", "Backend.step")]  # asked once for both rules
+
+
+def test_the_real_call_graph_tells_hot_from_cold(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    (root / "srv").mkdir(parents=True)
+    (root / "srv" / "__init__.py").write_text("")
+    (root / "srv" / "attn.py").write_text(textwrap.dedent("""\
+        class Attn:
+            def _read(self, layer_id):
+                return self.k_buffer[layer_id].to(torch.float32)
+
+            def _dump(self, layer_id):
+                return self.v_buffer[layer_id].to(torch.float32)
+
+            def forward_decode(self, q, layer_id):
+                return q @ self._read(layer_id)
+        """))
+    index = Index(discover([str(root)]), jobs=1)
+    graph = CallGraph(index, Resolver(index), RULES)
+    (facts,) = [f for f in index.load_files(index.files) if f.path.endswith("attn.py")]
+    findings = Checker(RULES, Provenance(RULES), graph).check(facts, str(root))
+    assert [(f.rule, f.line, f.hot_path) for f in findings] == [
+        ("CF101", 3, ("srv.attn.Attn.forward_decode", "srv.attn.Attn._read")),
+        ("CF104", 6, ()),
+    ]
+
+
+# -- score: relations, not constants -----------------------------------------------------------------------------
+
+
+def _score(body: str, hot: dict[str, tuple[str, ...]] | None = None) -> float:
+    (f,) = check(method(body), HOT if hot is None else hot)[0]
+    return f.score
+
+
+def test_a_kv_cache_or_state_pool_scores_above_a_weight() -> None:
+    kv = _score("y = self.k_buffer.to(x.dtype)")
+    state = _score("y = self.ssm_states.to(x.dtype)")
+    weight = _score("y = self.proj.weight.to(x.dtype)")
+    assert kv > weight and state > weight
+    assert weight > 0
+
+
+def test_loop_depth_adds_to_the_score() -> None:
+    flat = _score("y = self.k_buffer.to(x.dtype)")
+    one = _score("for i in x:\n    y = self.k_buffer.to(x.dtype)")
+    two = _score("for i in x:\n    for j in x:\n        y = self.k_buffer.to(x.dtype)")
+    assert flat < one < two
+
+
+def test_a_decode_hot_path_scores_above_another_hot_path() -> None:
+    decode = _score("y = self.k_buffer.to(x.dtype)", {"Backend.step": ("m.Backend.forward_decode", "m.Backend.step")})
+    forward = _score("y = self.k_buffer.to(x.dtype)", {"Backend.step": ("m.Backend.forward", "m.Backend.step")})
+    assert decode > forward

@@ -1,0 +1,195 @@
+"""Provenance: is a cast's operand a whole buffer? Facts from the real extractor, tables from the default rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from castfind.extract import extract_source
+from castfind.facts import Subscript
+from castfind.provenance import Origin, Provenance
+from castfind.rules import load_rules
+
+RULES = load_rules()
+PARAMS = "self, layer, layer_id, start_layer, kv_indices, bs, offset, k_buffer, t"
+
+
+def origins(body: str, getter_kind: Callable[[str], str | None] | None = None) -> dict[str, Origin | None]:
+    """The origin of every cast's receiver in ``body`` (the lines of a method ``A.f``), by the cast's text."""
+    src = f"class A:\n    def f({PARAMS}):\n" + "".join(f"        {line}\n" for line in body.splitlines())
+    facts = extract_source(src.encode(), "m", "m.py", False)
+    assert facts.error is None, facts.error
+    prov = Provenance(RULES, getter_kind)
+    out = {c.text: prov.origin(facts, c.scope, c.receiver, c.line) for c in facts.casts}
+    assert len(out) == len(facts.casts), "each cast text once per body"
+    return out
+
+
+def origin(line: str, getter_kind: Callable[[str], str | None] | None = None) -> Origin | None:
+    (only,) = [o for text, o in origins(line, getter_kind).items() if line.endswith(text)]
+    return only
+
+
+def kind(line: str, getter_kind: Callable[[str], str | None] | None = None) -> str | None:
+    o = origin(line, getter_kind)
+    return o.kind if o is not None else None
+
+
+# -- where a whole buffer comes from ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("self.k_buffer.float()", "kv-cache"),
+    ("self.pool.kv_cache.half()", "kv-cache"),
+    ("self.ssm_states.double()", "state-pool"),
+    ("self.proj.weight.to(t)", "weight"),  # "*weight"
+    ("self.w13_weight.to(t)", "weight"),
+    ("self.weight_packed.to(t)", "weight"),  # "weight_*"
+    ("self.mystery.to(t)", None),
+    ("self.kv_buffer.sum().to(t)", None),  # a reduction is not a view
+])
+def test_buffer_attributes(line: str, expected: str | None) -> None:
+    assert kind(line) == expected
+
+
+def test_attribute_origin_names_the_receiver_and_one_hop() -> None:
+    assert origin("self.pool.k_buffer.float()") == Origin(
+        "kv-cache", "self.pool.k_buffer", (".k_buffer is a kv-cache buffer",))
+
+
+def test_getter_named_by_the_rules() -> None:
+    assert origin("self.pool.get_key_buffer(layer.layer_id).to(t)") == Origin(
+        "kv-cache", "self.pool.get_key_buffer(layer.layer_id)", ("get_key_buffer() returns the whole kv-cache",))
+    assert kind("self.pool.get_conv_state(layer_id).float()") == "state-pool"
+    assert kind("self.pool.get_something(layer_id).float()") is None
+
+
+def test_inferred_getter_is_asked_of_the_oracle_by_function_name() -> None:
+    asked: list[str] = []
+
+    def oracle(name: str) -> str | None:
+        asked.append(name)
+        return {"my_buf": "kv-cache", "load_state": "state-pool"}.get(name)
+
+    assert origin("self.pool.my_buf(layer_id).to(t)", oracle) == Origin(
+        "kv-cache", "self.pool.my_buf(layer_id)", ("my_buf() returns the whole kv-cache",))
+    assert kind("load_state(layer_id).to(t)", oracle) == "state-pool"  # a bare function
+    assert kind("self.other(layer_id).to(t)", oracle) is None
+    assert {"my_buf", "load_state", "other"} <= set(asked)
+    assert kind("self.pool.my_buf(layer_id).to(t)") is None  # no oracle: nothing inferred
+
+
+def test_a_getter_the_rules_name_does_not_ask_the_oracle() -> None:
+    asked: list[str] = []
+
+    def oracle(name: str) -> str | None:
+        asked.append(name)
+        return "weight"
+
+    assert kind("self.pool.get_key_buffer(layer_id).to(t)", oracle) == "kv-cache"
+    assert "get_key_buffer" not in asked
+
+
+# -- indexing and views ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("index", [
+    "layer_id", "layer.layer_id", "0", "-1", "0, :, -1", ":, :bs", "...", "layer_id - start_layer", "i",
+])
+def test_a_scalar_layer_index_or_later_axis_slice_keeps_it_whole(index: str) -> None:
+    o = origin(f"self.k_buffer[{index}].to(t)")
+    assert o is not None and o.kind == "kv-cache" and o.path == "self.k_buffer"
+    assert o.hops[0] == f"[{index}] keeps it whole"
+
+
+@pytest.mark.parametrize("index", [
+    "kv_indices",  # a gather by an index tensor
+    ":bs",  # the batch's rows
+    "1:",  # a range of rows on the first axis
+    "layer_id + offset",  # offset is not a scalar-index name
+    "mask > 0",  # a comparison: a boolean mask
+    "'k'",
+])
+def test_a_gather_or_batch_slice_is_not_whole(index: str) -> None:
+    assert origin(f"self.k_buffer[{index}].to(t)") is None
+
+
+@pytest.mark.xfail(strict=True, reason="provenance: buf[None] adds an axis (a view), but the extractor gives None as "
+                                       "a Name, which whole_index treats as an unknown index name")
+def test_a_new_axis_index_keeps_it_whole() -> None:
+    assert kind("self.k_buffer[None].to(t)") == "kv-cache"
+
+
+def test_views_keep_it_whole_and_each_is_a_hop() -> None:
+    o = origin("self.k_buffer.view(-1, 8).permute(1, 0).contiguous().to(t)")
+    assert o == Origin("kv-cache", "self.k_buffer", (".contiguous() is a view", ".permute() is a view",
+                                                     ".view() is a view", ".k_buffer is a kv-cache buffer"))
+    assert kind("self.k_buffer.clone().to(t)") is None  # not a view method
+    assert kind("self.k_buffer.view(-1)[kv_indices].to(t)") is None  # a view, then a gather
+
+
+# -- names in the function ------------------------------------------------------------------------------------
+
+
+def test_a_parameter_is_not_a_whole_buffer_even_named_like_one() -> None:
+    assert origin("k_buffer.to(t)") is None
+
+
+def test_a_local_name_is_followed_to_its_latest_assignment_before_the_cast() -> None:
+    got = origins(
+        "k = self.k_buffer\n"
+        "k.float()\n"  # whole
+        "k = k[kv_indices]\n"
+        "k.half()\n"  # gathered: not whole
+        "k = self.v_buffer\n"
+        "k.double()\n"  # whole again
+        "k = k.to(t)\n"  # the cast's own line is skipped: k here is still self.v_buffer
+        "k.bfloat16()\n"  # k is now the result of a call no rule knows
+    )
+    assert {text: o.path if o else None for text, o in got.items()} == {
+        "k.float()": "self.k_buffer", "k.half()": None, "k.double()": "self.v_buffer",
+        "k.to(t)": "self.v_buffer", "k.bfloat16()": None,
+    }
+    assert got["k.float()"] is not None and got["k.float()"].hops[0] == "k = self.k_buffer (line 3)"
+
+
+def test_an_assignment_after_the_cast_or_in_another_function_does_not_count() -> None:
+    src = ("class A:\n"
+           "    def g(self):\n"
+           "        k = self.k_buffer\n"
+           "    def f(self):\n"
+           "        k.float()\n"
+           "        k = self.k_buffer\n")
+    facts = extract_source(src.encode(), "m", "m.py", False)
+    (c,) = facts.casts
+    assert Provenance(RULES).origin(facts, c.scope, c.receiver, c.line) is None
+
+
+def test_tuple_display_unpacking_is_followed_per_element() -> None:
+    got = origins("k, v = self.k_buffer, rows\nk.float()\nv.half()\n")
+    assert got["k.float()"] is not None and got["k.float()"].path == "self.k_buffer"
+    assert got["v.half()"] is None
+
+
+def test_hops_tell_the_whole_walk_in_order() -> None:
+    got = origins(
+        "kb = self.pool.get_key_buffer(layer.layer_id)\n"
+        "kv = kb.view(-1, 8)[layer_id]\n"
+        "kv.float()\n"
+    )
+    assert got["kv.float()"] == Origin("kv-cache", "self.pool.get_key_buffer(layer.layer_id)", (
+        "kv = kb.view(-1, 8)[layer_id] (line 4)",
+        "[layer_id] keeps it whole",
+        ".view() is a view",
+        "kb = self.pool.get_key_buffer(layer.layer_id) (line 3)",
+        "get_key_buffer() returns the whole kv-cache",
+    ))
+
+
+def test_whole_index_on_several_axes() -> None:
+    prov = Provenance(RULES)
+    src = b"x = a[layer_id, :, 1:3].float()\ny = b[idx, kv_indices].float()\nz = c[2:, 0].float()\n"
+    receivers = [c.receiver for c in extract_source(src, "m", "m.py", False).casts]
+    assert all(isinstance(r, Subscript) for r in receivers)
+    assert [prov.whole_index(r.index) for r in receivers if isinstance(r, Subscript)] == [True, False, False]
