@@ -20,8 +20,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "fixtures", "runtime"))
 
-import castfind  # noqa: E402
 import decode_loop  # noqa: E402  (fixtures/runtime is put on sys.path above)
+
+import castfind  # noqa: E402
 
 
 def _noop_mode() -> contextlib.AbstractContextManager[object]:

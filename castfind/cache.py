@@ -8,13 +8,15 @@ batch of writes. A cache that SQLite reports as corrupt is moved aside and rebui
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
 import time
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from castfind import codec
 from castfind.facts import EXTRACTOR_VERSION
@@ -80,10 +82,8 @@ class Cache:
 
     def _rebuild(self, why: str) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
-            except sqlite3.Error:
-                pass
             self._conn = None
         stamp = time.strftime("%Y%m%d%H%M%S")
         for suffix in ("", "-wal", "-shm"):
@@ -125,10 +125,8 @@ class Cache:
             self._conn.executemany(f"INSERT OR REPLACE INTO {table} (key, data) VALUES (?, ?)", rows)
             self._conn.execute("COMMIT")
         except sqlite3.OperationalError as e:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
             self.notices.append(f"{self.path}: could not write to the cache ({e}); results are unaffected")
         except sqlite3.DatabaseError as e:
             self._rebuild(str(e))

@@ -19,7 +19,8 @@ hot paths are steps of the scan's :class:`~castfind.memo.Memo`, replayed when no
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
+from functools import partial
 
 import networkx as nx
 
@@ -112,7 +113,7 @@ class CallGraph:
         files = self._files_calling(node)
         out: set[Node] = set()
         for sf in files:
-            out.update(self.memo.step(("callers-in", node, sf.abspath), lambda sf=sf: self._callers_in(node, sf)))
+            out.update(self.memo.step(("callers-in", node, sf.abspath), partial(self._callers_in, node, sf)))
         return sorted(out)
 
     def _callers_in(self, node: Node, sf: SourceFile) -> list[Node]:

@@ -89,7 +89,7 @@ def _float(o: list[Any]) -> float:
 
 def _dict(o: list[Any]) -> dict[Any, Any]:
     it = iter(_items(o))
-    return dict(zip(it, it))
+    return dict(zip(it, it, strict=False))  # pairs: (k1, v1, k2, v2, ...)
 
 
 def _record(cls: type) -> Any:

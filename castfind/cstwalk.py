@@ -94,8 +94,10 @@ class TokenWalker(CodegenState):
     def after_codegen(self, node: cst.CSTNode) -> None:
         self.after(node)
 
-    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Any = None,
-                                  end_node: Any = None) -> AbstractContextManager[None]:
+    def record_syntactic_position(  # type: ignore[override]
+        self, node: cst.CSTNode, *, start_node: Any = None, end_node: Any = None,
+    ) -> AbstractContextManager[None]:
+        # PERF: libcst declares a generator context manager; a plain object per node is cheaper.
         return _Span(self, node) if type(node) in self.positioned else _NULL
 
     # -- for subclasses ---------------------------------------------------------------------------

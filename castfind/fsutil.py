@@ -4,6 +4,7 @@ output path is checked before the work that produces its content starts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -124,10 +125,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

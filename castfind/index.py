@@ -164,7 +164,8 @@ class Index:
         if facts.error is not None:
             line, msg = facts.error
             if facts.error_kind == "unsupported":
-                msg += " (Python accepts this file but castfind cannot analyse it: findings there may be missing; add it to --exclude to accept that)"
+                msg += (" (Python accepts this file but castfind cannot analyse it: findings there may be missing;"
+                        " add it to --exclude to accept that)")
             else:
                 msg += " (file skipped; fix it or add it to --exclude)"
             d = Diagnostic(sf.path, line, msg, facts.error_kind)
@@ -182,13 +183,13 @@ class Index:
             blobs = [by_i[i] for i in range(total)]
         else:
             blobs = []
-            for n, (sf, job) in enumerate(zip(misses, jobs), 1):
+            for n, (sf, job) in enumerate(zip(misses, jobs, strict=True), 1):
                 blobs.append(encoded(extract_source(self.data(sf), job[1], job[2], job[3])))
                 if self.progress:
                     self.progress(n, total)
         self.parsed += total
         to_cache = {}
-        for sf, (facts, blob) in zip(misses, blobs):
+        for sf, (facts, blob) in zip(misses, blobs, strict=True):
             self._store(sf, replace(facts, module=sf.module, path=sf.path, is_package=sf.is_package))
             to_cache[self.key(sf)] = blob
         if self.cache:

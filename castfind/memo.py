@@ -57,7 +57,7 @@ class Tracker:
         self._values: dict[Hashable, tuple[Any, frozenset[str]]] = {}
 
     @classmethod
-    def of(cls, index: "Index") -> "Tracker":
+    def of(cls, index: Index) -> Tracker:
         """The index's tracker (one per index, so every reader reports to the same one)."""
         got = index.observer
         if not isinstance(got, Tracker):
@@ -87,7 +87,7 @@ class Tracker:
         got = self._values.get(key)
         if got is not None:
             self.read(got[1])
-            return got[0]  # type: ignore[no-any-return]
+            return got[0]
         self._values[key] = (pending, frozenset())
         with self.recording() as deps:
             value = compute()
@@ -119,11 +119,11 @@ def config_key(*parts: Any) -> str:
 class Memo:
     """This run's steps and text queries, seeded from the previous run's where still valid."""
 
-    def __init__(self, index: "Index", previous: dict[str, Any] | None = None) -> None:
+    def __init__(self, index: Index, previous: dict[str, Any] | None = None) -> None:
         self.index = index
         self.tracker = Tracker.of(index)
         # How to re-ask a query on a changed file; set by castfind.textquery.TextQueries.
-        self.predicate: Callable[["QueryKey"], "Predicate"] | None = None
+        self.predicate: Callable[[QueryKey], Predicate] | None = None
         self.keys = {sf.abspath: index.key(sf) for sf in index.files}
         self.modules = {sf.abspath: sf.module for sf in index.files}
         # Stored results name files by root and path, never by absolute path or the root as typed:
@@ -152,7 +152,7 @@ class Memo:
         self.dirty = prev is None or bool(self.invalid)
 
     # -- text queries ---------------------------------------------------------------------------
-    def select(self, key: "QueryKey", full: Callable[[], list]) -> frozenset[str]:
+    def select(self, key: QueryKey, full: Callable[[], list]) -> frozenset[str]:
         """The abspaths a query selects: last run's answer updated on the changed files, or ``full()``."""
         got = self.queries.get(key)
         if got is None:
@@ -170,7 +170,7 @@ class Memo:
         self.tracker.read((query_dep(key),))
         return got
 
-    def _query_valid(self, key: "QueryKey") -> bool:
+    def _query_valid(self, key: QueryKey) -> bool:
         ok = self._query_ok.get(key)
         if ok is None:
             if key not in self.prev_queries:
@@ -261,22 +261,22 @@ class Memo:
                 for d in self.prev_diagnostics[p]]
 
 
-_QUERY_KEYS: dict[str, "QueryKey"] = {}
+_QUERY_KEYS: dict[str, QueryKey] = {}
 
 
-def query_dep(key: "QueryKey") -> str:
+def query_dep(key: QueryKey) -> str:
     d = "q:" + repr(key)
     _QUERY_KEYS[d] = key
     return d
 
 
-def _parse_query(dep: str) -> "QueryKey":
+def _parse_query(dep: str) -> QueryKey:
     import ast
 
     return ast.literal_eval(dep[2:])
 
 
-def file_ids(files: "list[SourceFile]") -> dict[str, str]:
+def file_ids(files: list[SourceFile]) -> dict[str, str]:
     """abspath → ``N:path``: the file's path inside its root, N numbering the roots by name."""
     base = {sf.abspath: sf.abspath.removesuffix(sf.path) for sf in files}
     order = {b: n for n, b in enumerate(sorted(set(base.values()), key=lambda b: (Path(b).name, b)))}

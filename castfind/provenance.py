@@ -10,8 +10,8 @@ Gathering with an index tensor (``buf[kv_indices]``) or slicing the first axis t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from castfind.facts import Attr, Call, Const, Expr, FileFacts, Name, Other, Slice, Subscript, dotted, render
 from castfind.rules import RuleSet
@@ -53,9 +53,9 @@ class Provenance:
                 if self.rules.is_scalar_index(name):
                     continue
                 return False
-            if isinstance(el, Other) and el.kind == "BinaryOperation" and el.names:
-                if all(self.rules.is_scalar_index(n) for n in el.names):
-                    continue
+            if (isinstance(el, Other) and el.kind == "BinaryOperation" and el.names
+                    and all(self.rules.is_scalar_index(n) for n in el.names)):
+                continue
             return False
         return True
 
@@ -89,10 +89,10 @@ class Provenance:
                 expr = expr.value
                 continue
             if isinstance(expr, Attr):
-                for kind in self.rules.buffers.values():
-                    if kind.attribute_matches(expr.attr):
-                        hops.append(f".{expr.attr} is a {kind.name} buffer")
-                        return Origin(kind.name, render(expr), tuple(hops))
+                for buffer in self.rules.buffers.values():
+                    if buffer.attribute_matches(expr.attr):
+                        hops.append(f".{expr.attr} is a {buffer.name} buffer")
+                        return Origin(buffer.name, render(expr), tuple(hops))
                 return None
             if isinstance(expr, Name):
                 a = self._assignment(facts, scope, expr.id, line)
@@ -110,9 +110,9 @@ class Provenance:
         """The latest plain assignment to ``name`` in ``scope`` before ``line`` (not tuple unpacking)."""
         best = None
         for a in facts.assigns:
-            if a.scope == scope and a.target == name and a.line <= line and a.index is None:
-                if best is None or a.line >= best.line:
-                    best = a
+            if (a.scope == scope and a.target == name and a.line <= line and a.index is None
+                    and (best is None or a.line >= best.line)):
+                best = a
         if best is not None and best.line == line:
             # `x = x.to(...)`: the value on the cast's own line is the cast itself, look earlier.
             earlier = [a for a in facts.assigns

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Import, Name, Seq, dotted, from_dotted
 from castfind.index import Index
@@ -27,6 +28,12 @@ from castfind.memo import Tracker
 from castfind.modules import Modules
 
 _MAX_DEPTH = 48
+
+HopKind = Literal["import", "alias", "call", "return", "def", "star-import", "lazy-import", "base", "module"]
+#: ``def`` (a function or class definition), ``module``, ``variable``/``alias`` (a module-level name
+#: bound to a value castfind does not follow), ``instance`` (of a class), ``param`` (a parameter:
+#: its value is unknown), ``unresolved`` (dynamic: ``reason`` says why).
+TargetKind = Literal["def", "module", "variable", "alias", "instance", "param", "unresolved"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +43,7 @@ class Hop:
     root: str
     path: str
     line: int
-    kind: str  # import | alias | call | return | def | star-import | lazy-import | base | module
+    kind: HopKind
     text: str
 
 
@@ -44,7 +51,7 @@ class Hop:
 class Target:
     """What a name resolves to."""
 
-    kind: str  # def | module | variable | instance | param | unresolved
+    kind: TargetKind
     module: str
     definition: Definition | None = None
     line: int = 0
@@ -84,7 +91,7 @@ class Resolver:
         self.tracker = Tracker.of(index)
 
     # -- helpers --------------------------------------------------------------------------------
-    def hop(self, module: str, line: int, kind: str) -> Hop:
+    def hop(self, module: str, line: int, kind: HopKind) -> Hop:
         sf = self.modules.file(module)
         if sf is None:
             return Hop("", module, line, kind, "")
@@ -211,12 +218,12 @@ class Resolver:
         if fn.kind == "method" and fn.params and name == fn.params[0] and "staticmethod" not in fn.decorators:
             cls = self.definitions(module).get(fn.parent)
             if cls is not None:
-                kind = "def" if "classmethod" in fn.decorators else "instance"
+                kind: TargetKind = "def" if "classmethod" in fn.decorators else "instance"
                 return [Resolved(Target(kind, module, cls, cls.line, name=name), ())]
         return [Resolved(Target("param", module, fn, fn.line, name=name), ())]
 
     def _resolve_import(self, module: str, facts: FileFacts, imp: Import, depth: int,
-                        kind: str = "import") -> list[Resolved]:
+                        kind: HopKind = "import") -> list[Resolved]:
         h = self.hop(module, imp.line, kind)
         src = absolute_module(module, facts.is_package, imp)
         if imp.name is None:
@@ -250,7 +257,7 @@ class Resolver:
         res = self.resolve_expr(module, a.scope, a.value, depth + 1, a.index)
         res = [r for r in res if r.target.kind not in ("param",)]
         if not res:
-            kind = "alias" if dotted(a.value) else "variable"
+            kind: TargetKind = "alias" if dotted(a.value) else "variable"
             return [Resolved(Target(kind, module, line=a.line, name=a.target), (h,))]
         return [Resolved(r.target, (h, *r.chain)) for r in res]
 

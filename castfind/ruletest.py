@@ -10,8 +10,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from castfind.index import Index
 from castfind.discover import discover
+from castfind.index import Index
 from castfind.rules import Rule, RuleSet
 from castfind.scan import scan
 

@@ -19,8 +19,10 @@ findings, on the fixtures and on the real sglang wheel. Extraction is one path e
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from functools import partial
+from typing import Any
 
 from castfind.callgraph import CallGraph
 from castfind.checker import Checker
@@ -33,7 +35,6 @@ from castfind.resolve import Resolver
 from castfind.rules import RuleSet
 from castfind.textquery import TextQueries
 from castfind.types import Diagnostic, Finding
-
 
 
 @dataclass
@@ -112,11 +113,11 @@ class GetterOracle:
             self.index.load_files([sf for sf in pool if not memo.has(("getters-in", sf.abspath, known))])
             cands: dict[str, str] = {}
             for sf in pool:
-                for name, k in memo.step(("getters-in", sf.abspath, known), lambda sf=sf: self._file_candidates(sf)):
+                for name, k in memo.step(("getters-in", sf.abspath, known), partial(self._file_candidates, sf)):
                     if name not in decided and name not in cands:
                         cands[name] = k
             new = {n: k for n, k in cands.items()
-                   if memo.step(("agree", n, k, known), lambda n=n, k=k: self._agree(n, k))}
+                   if memo.step(("agree", n, k, known), partial(self._agree, n, k))}
             decided.update(cands)
             if not new:
                 return
@@ -176,13 +177,13 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
     # graph's files level by level (also in batches) before the sequential searches ask for them.
     index.load_files([sf for sf in candidates if not memo.has(("check", sf.abspath, getters))])
     graph.prefetch(dict.fromkeys(n for sf in candidates for n in memo.step(("starts", sf.abspath, getters),
-                                                                          lambda sf=sf: starts_of(sf))))
+                                                                          partial(starts_of, sf))))
     findings: list[Finding] = []
     casts = 0
     modules: dict[str, str] = {}
     for sf in candidates:
         modules[sf.path] = sf.module
-        found, n = memo.step(("check", sf.abspath, getters), lambda sf=sf: check(sf))
+        found, n = memo.step(("check", sf.abspath, getters), partial(check, sf))
         findings += [replace(f, root=sf.root) for f in found]
         casts += n
     stats = {

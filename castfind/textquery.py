@@ -18,7 +18,8 @@ Each query is a *superset* of the files whose facts could satisfy it, so no resu
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING
 
 from castfind.discover import SourceFile
 from castfind.rules import RuleSet
@@ -34,6 +35,18 @@ Predicate = Callable[[SourceFile, bytes], bool]
 _RETURN = re.compile(rb"\breturn\b")
 _DEF_PREFIX = re.compile(rb"[ \t]*(?:async[ \t]+)?def[ \t]+")
 _STAR_IMPORT = re.compile(rb"\bimport[ \t]+\*")
+
+
+def _text(part: Hashable) -> str:
+    """A name in a query key."""
+    assert isinstance(part, str), part
+    return part
+
+
+def _texts(part: Hashable) -> tuple[str, ...]:
+    """A tuple of names in a query key."""
+    assert isinstance(part, tuple), part
+    return part
 
 
 def _word(name: str) -> re.Pattern[bytes]:
@@ -90,18 +103,18 @@ def predicate(key: QueryKey, rules: RuleSet) -> Predicate:
     if kind == "cand":
         cast_re = cast_regex(rules.cast_methods())
         words = rules.buffer_words()
-        getters = key[1]
+        getters = _texts(key[1])
         extra = re.compile(rb"\b(?:" + b"|".join(re.escape(g.encode()) for g in getters) + rb")\b") if getters else None
         return lambda sf, data: bool(cast_re.search(data) and (
             (words is not None and words.search(data)) or (extra is not None and extra.search(data))))
     if kind == "contains":
-        pats = [_word(n) for n in key[1]]
+        pats = [_word(n) for n in _texts(key[1])]
         return lambda sf, data: any(p.search(data) for p in pats)
     if kind == "defines":
-        pat = def_line(key[1])
+        pat = def_line(_text(key[1]))
         return lambda sf, data: bool(pat.search(data))
     if kind == "calls":
-        return calls_predicate(key[1], key[2])
+        return calls_predicate(_text(key[1]), _text(key[2]))
     raise ValueError(f"unknown text query {key!r}")
 
 
@@ -109,16 +122,16 @@ def words_of(key: QueryKey) -> list[str]:
     """Identifiers every matching file must hold (a cheap first filter), or [] when none is implied."""
     kind = key[0]
     if kind == "contains":
-        return list(key[1])
+        return list(_texts(key[1]))
     if kind in ("defines", "calls"):
-        return [key[1]]
+        return [_text(key[1])]
     return []
 
 
 class TextQueries:
     """Runs text queries over an index's files, carrying their answers in a :class:`~castfind.memo.Memo`."""
 
-    def __init__(self, index: "Index", rules: RuleSet, memo: "Memo") -> None:
+    def __init__(self, index: Index, rules: RuleSet, memo: Memo) -> None:
         self.index = index
         self.rules = rules
         self.memo = memo

@@ -7,9 +7,23 @@ used by the JSON, SARIF and baseline writers (as bandit's ``Issue.as_dict``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-SEVERITIES = ("error", "warning", "info")
+Severity = Literal["error", "warning", "info"]
+#: What kind of input problem a :class:`Diagnostic` reports.
+DiagnosticKind = Literal[
+    "error",
+    "parse-error",  # Python rejects the file (syntax, encoding)
+    "unsupported",  # Python accepts it, castfind cannot analyse it (too deep, parser crash)
+    "read-error",  # unreadable file or symlink loop
+    "too-large",  # over --max-file-size
+    "rule-error",
+    "trace-error",
+    "cache",  # the cache cannot be used or was rebuilt
+    "config",
+]
+
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
 
@@ -43,7 +57,7 @@ class Finding:
 
     rule: str
     name: str
-    severity: str
+    severity: Severity
     root: str
     path: str  # relative to ``root``, with forward slashes
     line: int  # first line of the cast call expression (as ``ast`` gives the Call)
@@ -89,7 +103,7 @@ class Diagnostic:
     path: str
     line: int
     message: str
-    kind: str = "error"  # parse-error | read-error | rule-error | trace-error | cache | config
+    kind: DiagnosticKind = "error"
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "kind": self.kind, "message": self.message}

@@ -88,7 +88,7 @@ def extract_in_pool(jobs: list[Job], order: list[int], workers: int, progress: P
     while todo:
         try:
             with new_pool(workers) as pool:
-                for i, blob in zip(todo, pool.map(work, [jobs[i] for i in todo], chunksize=_CHUNK)):
+                for i, blob in zip(todo, pool.map(work, [jobs[i] for i in todo], chunksize=_CHUNK), strict=True):
                     by_i[i] = blob
                     if progress:
                         progress(len(by_i), len(jobs))

@@ -84,7 +84,8 @@ def main() -> int:
     good = {"path": "minisrv/minisrv/backend.py", "line": 14, "function": "f", "op": "aten::_to_copy",
             "src_dtype": "float8_e4m3fn", "dst_dtype": "bfloat16", "shape": [2, 2], "device": "cpu", "calls": 1,
             "bytes_per_call": 12}
-    traces = {"trunc.jsonl": '{"castfind_trace": 1}\n{"path": "a", "li', "evil.jsonl": json.dumps(dict(good, path="../../../../etc/passwd")),
+    traces = {"trunc.jsonl": '{"castfind_trace": 1}\n{"path": "a", "li',
+              "evil.jsonl": json.dumps(dict(good, path="../../../../etc/passwd")),
               "huge.jsonl": json.dumps(dict(good, calls=10**400)), "nan.jsonl": json.dumps(good).replace("12", "NaN"),
               "ctrl.jsonl": json.dumps(dict(good, function="\x1b[31mred\r")), "empty.jsonl": ""}
     for n, t in traces.items():

@@ -41,12 +41,13 @@ class ChromeTrace:
                 raise self.error(index, "a trace event must be a JSON object")
             if event.get("ph") != "X":
                 continue
-            cat, name = event.get("cat"), event.get("name")
-            if not isinstance(name, str):
+            cat: Any = event.get("cat")
+            event_name = event.get("name")
+            if not isinstance(event_name, str):
                 raise self.error(index, "event 'name' must be a string")
             if cat is not None and not isinstance(cat, str):
                 raise self.error(index, "event 'cat' must be a string")
-            host = cat in HOST_CATS or STEP.match(name) is not None
+            host = cat in HOST_CATS or STEP.match(event_name) is not None
             if not host and cat not in DEVICE_CATS:
                 continue
             self._check_timing(index, event)
@@ -178,7 +179,8 @@ def _event_lines(text: str) -> list[int]:
         return []
     newlines = [i for i, ch in enumerate(text) if ch == "\n"]
     decoder = json.JSONDecoder()
-    pos, lines = match.end(), []
+    pos = match.end()
+    lines: list[Any] = []
     while True:
         while pos < len(text) and text[pos] in " \t\r\n,":
             pos += 1

@@ -242,7 +242,11 @@ def format_table(header: dict[str, Any], sites: list[TraceSite], total: int) -> 
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(c.rjust(w) if i < 4 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) + "  " + r[-1] for r in rows]
+    def row(r: tuple[str, ...] | list[str]) -> str:
+        cells = (c.rjust(w) if i < 4 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
+        return "  ".join(cells) + "  " + r[-1]
+
+    lines = [row(r) for r in rows]
     lines.append(
         f"{len(sites)} of {total} sites; torch {header.get('torch', '?')}, {steps} steps, "
         f"{header.get('wall_s', 0)} s, devices: {', '.join(header.get('devices', [])) or '-'}"
