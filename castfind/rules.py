@@ -1,12 +1,17 @@
 """Rules: load and validate the YAML rule files (``rules/*.yaml`` plus ``--rules DIR``).
 
 A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contexts, ``index`` name
-patterns, ``dtype_args`` and ``casts`` (what each cast method reads and produces), and ``rules``.
+patterns, ``dtype_args``, ``casts`` overrides and ``rules``.
 Files are merged in order: later files extend the lists, add rules and override ``casts`` entries
 and ``once.store_to_self``. A buffer kind named again (``kv-cache`` in a user file) is *extended*:
 its getters, attributes, ``exclude`` and ``exclude_in`` patterns are added to the earlier ones and
 ``infer_getters``, when given, overrides; with ``replace: true`` the new definition replaces the
 earlier one instead.
+
+The cast methods themselves live in :mod:`castfind.casts`, the one table the extractor records from:
+its operand and dtype are each method's defaults, a ``casts:`` entry may only override them, and a
+``casts:`` key (or a rule's ``cast:`` item) naming a method that table lacks is an error, since
+castfind would never extract such a call and the rule could never fire.
 
 A rule's ``message`` is a :meth:`str.format` template over :data:`MESSAGE_FIELDS` only: no attribute
 or index access, no nested fields, no width or precision over :data:`MAX_FORMAT_WIDTH`.
@@ -33,6 +38,8 @@ from typing import Any
 
 import yaml
 
+from castfind import casts as cast_table
+from castfind.casts import CastMethod, Operand
 from castfind.types import SEVERITIES
 
 #: The placeholders a rule's ``message`` may use.
@@ -165,12 +172,9 @@ def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a + b))
 
 
-@dataclass(frozen=True, slots=True)
-class CastSpec:
-    """What a cast method reads (its receiver or its first argument) and the dtype it yields."""
-
-    operand: str  # receiver | argument
-    dtype: str | None  # fixed result dtype (``float`` → float32), None: taken from the arguments
+#: What a cast method reads and the dtype it yields, as the rule set sees it: the
+#: :data:`castfind.casts.CASTS` entry with the rule files' ``casts:`` overrides applied.
+CastSpec = CastMethod
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,22 +542,9 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
     acc["views"] += f.strings(data, "views", "views")
     acc["dtype_args"] += f.strings(data, "dtype_args", "dtype_args")
     casts = f.mapping(data, "casts", "casts", " of cast methods")
-    for m, spec in (casts or {}).items():
-        where = f"casts.{m}"
-        if not isinstance(spec, _Map):
-            f.err(_key_line(casts, m), where,
-                  f"expected a mapping {{operand: receiver|argument, dtype: NAME?}}, got {_what(spec)}")
-            continue
-        f.keys(spec, ("operand", "dtype"), where)
-        operand = f.string(spec, "operand", f"{where}.operand") or "receiver"
-        dtype = f.string(spec, "dtype", f"{where}.dtype")
-        if operand not in ("receiver", "argument"):
-            f.err(_key_line(spec, "operand"), f"{where}.operand", f"expected receiver or argument, got {_what(operand)}")
-            continue
-        if not isinstance(m, str):
-            f.err(_key_line(casts, m), where, f"a cast method's name is a string, got {_what(m)}")
-            continue
-        acc["casts"][m] = CastSpec(operand, dtype)
+    if casts is not None:
+        for m, spec in casts.items():
+            _parse_cast_override(f, casts, m, spec, acc["casts"])
     rules = data.get("rules")
     if rules is None:
         return
@@ -562,6 +553,49 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
         return
     for i, r in enumerate(rules):
         _parse_rule(f, r, i, rules.item_lines[i], acc)
+
+
+def _unknown_cast(m: str) -> str:
+    """The reason for a cast method :mod:`castfind.casts` does not list."""
+    known = ", ".join(sorted(cast_table.names()))
+    return f"unknown cast method {m!r}: castfind does not extract it; known: {known}"
+
+
+def _operand(text: str) -> Operand | None:
+    """``text`` as an :data:`~castfind.casts.Operand`, or None when it is neither."""
+    if text == "receiver":
+        return "receiver"
+    if text == "argument":
+        return "argument"
+    return None
+
+
+def _parse_cast_override(f: _File, casts: _Map, m: Any, spec: Any, specs: dict[str, CastSpec]) -> None:
+    """One ``casts:`` entry: overrides of a known method's operand or dtype (a new method is an error).
+
+    A key left out keeps the default from :mod:`castfind.casts`; ``dtype: null`` says the dtype is
+    taken from the call's arguments.
+    """
+    where = f"casts.{m}"
+    line = _key_line(casts, m)
+    if not isinstance(m, str):
+        f.err(line, where, f"a cast method's name is a string, got {_what(m)}")
+        return
+    if m not in specs:
+        f.err(line, where, _unknown_cast(m))
+        return
+    if not isinstance(spec, _Map):
+        f.err(line, where, f"expected a mapping {{operand: receiver|argument, dtype: NAME?}}, got {_what(spec)}")
+        return
+    before = len(f.errors)
+    f.keys(spec, ("operand", "dtype"), where)
+    text = f.string(spec, "operand", f"{where}.operand")
+    operand = _operand(text) if text is not None else specs[m].operand
+    if operand is None:
+        f.err(_key_line(spec, "operand"), f"{where}.operand", f"expected receiver or argument, got {_what(text)}")
+    dtype = f.string(spec, "dtype", f"{where}.dtype") if "dtype" in spec else specs[m].dtype
+    if len(f.errors) == before and operand is not None:
+        specs[m] = dataclasses.replace(specs[m], operand=operand, dtype=dtype)
 
 
 def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, BufferKind]) -> None:
@@ -617,6 +651,7 @@ def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> Non
     cast = f.strings(r, "cast", f"{where}.cast")
     if r.get("cast") is not None and not cast and len(f.errors) == n:
         f.err(_key_line(r, "cast"), f"{where}.cast", "needs at least one cast method")
+    _check_cast_names(f, r, cast, f"{where}.cast")
     hot = f.boolean(r, "hot", f"{where}.hot")
     once = f.boolean(r, "once", f"{where}.once")
     fix = f.string(r, "fix", f"{where}.fix")
@@ -645,6 +680,19 @@ def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> Non
                              f.path, line))
 
 
+def _check_cast_names(f: _File, r: _Map, cast: tuple[str, ...], where: str) -> None:
+    """Report each method of a rule's ``cast:`` list that :mod:`castfind.casts` lacks, at its own line."""
+    known = cast_table.names()
+    items = r.get("cast")
+    if isinstance(items, _Seq) and len(items.item_lines) == len(items):
+        positioned = list(zip(items, items.item_lines))
+    else:  # a lone string (`cast: to`): the key's line
+        positioned = [(m, _key_line(r, "cast")) for m in cast]
+    for m, line in positioned:
+        if isinstance(m, str) and m not in known:
+            f.err(line, where, _unknown_cast(m))
+
+
 def load_rules(dirs: list[str | Path] | None = None, include_default: bool = True) -> RuleSet:
     """Load the default rules plus ``dirs``; raise the first :class:`RuleError` if any."""
     rs, errors = validate(dirs, include_default)
@@ -658,7 +706,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     """Every problem in the rule files (empty list when all are valid) and the merged set."""
     errors: list[RuleError] = []
     acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_guards": (),
-                           "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (), "casts": {}}
+                           "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
+                           "casts": dict(cast_table.by_name())}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
         files = rule_files(wanted + list(dirs or []))
@@ -674,9 +723,6 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
         for k in r.buffers:
             if k not in acc["buffers"]:
                 errors.append(RuleError(r.source, r.line, f"rule {r.id}.receiver.buffer", f"unknown buffer kind {k!r}; define it under 'buffers'"))
-        for m in r.cast:
-            if m not in acc["casts"]:
-                errors.append(RuleError(r.source, r.line, f"rule {r.id}.cast", f"unknown cast method {m!r}; define it under 'casts'"))
     rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_guards"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
                  tuple(str(f) for f in files))
