@@ -9,15 +9,11 @@ names the later matching rules it shadows (a user rule overlapping a default one
 
 from __future__ import annotations
 
-import fnmatch
-
 from castfind.callgraph import CallGraph
 from castfind.facts import Cast, Const, FileFacts, dotted, render
 from castfind.provenance import Origin, Provenance
 from castfind.rules import Rule, RuleSet
 from castfind.types import Finding
-
-_KIND_WEIGHT = {"kv-cache": 3.0, "state-pool": 3.0, "weight": 2.0}
 
 
 def cast_dtype(rules: RuleSet, cast: Cast) -> str | None:
@@ -149,9 +145,10 @@ class Checker:
             message = rule.message.format(**fields)
         except (KeyError, IndexError, ValueError):
             message = rule.message
-        score = _KIND_WEIGHT.get(origin.kind, 1.0) + min(cast.loop_depth, 3)
-        if hot and fnmatch.fnmatchcase(hot[0], "*.forward_decode"):
-            score += 2.0
+        # The weights are policy, so they live in the rule files (buffer kinds' `weight`, `rank.entry_points`).
+        score = self.rules.kind_weight(origin.kind) + min(cast.loop_depth, 3)
+        if hot:
+            score += self.rules.entry_bonus(hot[0])
         return Finding(
             rule=rule.id, name=rule.name, severity=rule.severity, root=root, path=facts.path,
             line=cast.line, end_line=cast.end_line, column=cast.column, function=cast.scope,

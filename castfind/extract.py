@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import libcst as cst
 
+from castfind import casts
 from castfind.cstwalk import TokenWalker, walk
 
 from castfind.facts import (
@@ -37,14 +38,6 @@ from castfind.facts import (
     Subscript,
     dotted,
     render,
-)
-
-#: Method names recorded as cast-like calls. A superset: the rules choose which ones matter.
-CAST_METHODS = frozenset(
-    {
-        "to", "type", "type_as", "float", "half", "bfloat16", "double", "copy_",
-        "int", "long", "short", "byte", "char", "bool", "cfloat", "cdouble",
-    }
 )
 
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)
@@ -162,6 +155,9 @@ class _Walker(TokenWalker):
         self.calls: list[CallSite] = []
         self.returns: list[Return] = []
         self.casts: list[Cast] = []
+        # Method names recorded as cast-like calls (a superset: the rules choose which ones matter).
+        # Read from castfind.casts once per file, so a table a test extends is honoured in-process.
+        self.cast_methods = casts.names()
         self.dynamic: list[Dynamic] = []
         self.all_names: list[str] | None = None
         self._before: dict[type, Callable[[Any], None]] = {
@@ -376,7 +372,7 @@ class _Walker(TokenWalker):
             self.calls.append(CallSite(f"super().{func.attr.value}", line, scope))
         if fname in ("getattr", "importlib.import_module", "import_module", "__import__"):
             self._dynamic(node, fname)
-        if isinstance(func, cst.Attribute) and func.attr.value in CAST_METHODS:
+        if isinstance(func, cst.Attribute) and func.attr.value in self.cast_methods:
             self._cast(node, func, line, column)
 
     def _assigned_target(self, node: cst.Call) -> str | None:

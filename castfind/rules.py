@@ -1,12 +1,22 @@
 """Rules: load and validate the YAML rule files (``rules/*.yaml`` plus ``--rules DIR``).
 
 A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contexts, ``index`` name
-patterns, ``dtype_args`` and ``casts`` (what each cast method reads and produces), and ``rules``.
-Files are merged in order: later files extend the lists, add rules and override ``casts`` entries
-and ``once.store_to_self``. A buffer kind named again (``kv-cache`` in a user file) is *extended*:
-its getters, attributes, ``exclude`` and ``exclude_in`` patterns are added to the earlier ones and
-``infer_getters``, when given, overrides; with ``replace: true`` the new definition replaces the
-earlier one instead.
+patterns, ``dtype_args``, ``casts`` overrides, ``rank`` (how findings are ordered) and ``rules``.
+Files are merged in order: later files extend the lists, add rules and override ``casts`` entries,
+``rank.entry_points`` entries and ``once.store_to_self``. A buffer kind named again (``kv-cache`` in
+a user file) is *extended*: its getters, attributes, ``exclude`` and ``exclude_in`` patterns are added
+to the earlier ones and ``infer_getters`` and ``weight``, when given, override; with ``replace: true``
+the new definition replaces the earlier one instead.
+
+The cast methods themselves live in :mod:`castfind.casts`, the one table the extractor records from:
+its operand and dtype are each method's defaults, a ``casts:`` entry may only override them, and a
+``casts:`` key (or a rule's ``cast:`` item) naming a method that table lacks is an error, since
+castfind would never extract such a call and the rule could never fire.
+
+A finding's static score (it orders findings of one severity when no trace measured them) is its
+buffer kind's ``weight`` (1.0 when not given), plus its loop depth (at most 3), plus the largest
+``rank.entry_points`` bonus whose pattern matches the first function of its hot path. Policy for a
+particular serving stack (SGLang's decode step matters most) thus sits in the rule files, not here.
 
 A rule's ``message`` is a :meth:`str.format` template over :data:`MESSAGE_FIELDS` only: no attribute
 or index access, no nested fields, no width or precision over :data:`MAX_FORMAT_WIDTH`.
@@ -22,6 +32,7 @@ a bad template. :func:`validate` returns them all, :func:`load_rules` raises the
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import string
 from collections.abc import Iterable, Iterator
@@ -33,6 +44,8 @@ from typing import Any
 
 import yaml
 
+from castfind import casts as cast_table
+from castfind.casts import CastMethod, Operand
 from castfind.types import SEVERITIES
 
 #: The placeholders a rule's ``message`` may use.
@@ -145,6 +158,7 @@ class BufferKind:
     exclude: tuple[str, ...] = ()  # patterns on the dotted receiver path (``*norm*.weight``)
     exclude_in: tuple[str, ...] = ()  # patterns on the enclosing function's qualname
     infer_getters: bool = True
+    weight: float = 1.0  # this kind's part of a finding's static score (a KV pool outranks a weight)
 
     def attribute_matches(self, attr: str) -> bool:
         return globs_match(self.attributes, attr)
@@ -152,12 +166,13 @@ class BufferKind:
     def excluded(self, path: str, function: str) -> bool:
         return globs_match(self.exclude, path) or globs_match(self.exclude_in, function)
 
-    def extended(self, other: "BufferKind", infer_getters: bool | None) -> "BufferKind":
-        """This kind with ``other``'s names added (a later file naming the same kind)."""
+    def extended(self, other: BufferKind, infer_getters: bool | None, weight: float | None = None) -> BufferKind:
+        """This kind with ``other``'s names added (a later file naming the same kind); given flags override."""
         return BufferKind(
             self.name, _union(self.getters, other.getters), _union(self.attributes, other.attributes),
             _union(self.exclude, other.exclude), _union(self.exclude_in, other.exclude_in),
             self.infer_getters if infer_getters is None else infer_getters,
+            self.weight if weight is None else weight,
         )
 
 
@@ -165,12 +180,9 @@ def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a + b))
 
 
-@dataclass(frozen=True, slots=True)
-class CastSpec:
-    """What a cast method reads (its receiver or its first argument) and the dtype it yields."""
-
-    operand: str  # receiver | argument
-    dtype: str | None  # fixed result dtype (``float`` → float32), None: taken from the arguments
+#: What a cast method reads and the dtype it yields, as the rule set sees it: the
+#: :data:`castfind.casts.CASTS` entry with the rule files' ``casts:`` overrides applied.
+CastSpec = CastMethod
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +217,8 @@ class RuleSet:
     dtype_args: tuple[str, ...]
     casts: dict[str, CastSpec]
     sources: tuple[str, ...] = ()
+    #: ``rank.entry_points``: a bonus for findings whose hot path starts at a matching function.
+    entry_point_rank: dict[str, float] = field(default_factory=dict)
     _words: re.Pattern[bytes] | None = field(default=None, compare=False)
 
     def is_entry(self, qualname: str) -> bool:
@@ -221,6 +235,20 @@ class RuleSet:
 
     def cast_methods(self) -> set[str]:
         return {m for r in self.rules for m in r.cast}
+
+    def kind_weight(self, kind: str) -> float:
+        """A buffer kind's part of a finding's static score (1.0 for a kind no file defines)."""
+        found = self.buffers.get(kind)
+        return found.weight if found is not None else 1.0
+
+    def entry_bonus(self, entry: str) -> float:
+        """The largest ``rank.entry_points`` bonus whose pattern matches ``entry`` (0.0: none matches).
+
+        The largest, not the sum: a broad pattern and a narrower one naming the same entry point
+        should not stack, and the result does not depend on the order of the files.
+        """
+        bonuses = [b for p, b in self.entry_point_rank.items() if glob_match(p, entry)]
+        return max(bonuses) if bonuses else 0.0
 
     def with_entry_points(self, extra: tuple[str, ...]) -> "RuleSet":
         from dataclasses import replace
@@ -252,8 +280,8 @@ class RuleSet:
         return re.compile(("(?:" + "|".join(alts) + r")\b").encode()) if alts else None
 
 
-_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rules")
-_KIND_KEYS = ("getters", "attributes", "exclude", "exclude_in", "infer_getters", "replace")
+_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "rules")
+_KIND_KEYS = ("getters", "attributes", "exclude", "exclude_in", "infer_getters", "replace", "weight")
 _RULE_KEYS = ("id", "name", "severity", "message", "cast", "receiver", "hot", "once", "fix", "examples")
 _REQUIRED = ("id", "name", "severity", "message", "cast", "receiver", "examples")
 _ID = re.compile(r"^CF\d{3}$")
@@ -467,6 +495,18 @@ class _File:
         self.err(_key_line(m, key), where, f"expected true or false, got {_what(value)}{why}")
         return None
 
+    def number(self, m: _Map, key: str, where: str) -> float | None:
+        """``m[key]`` as a float when it is a number; None when absent or null (or wrong: reported)."""
+        value = m.get(key)
+        return None if value is None else self.number_value(value, _key_line(m, key), where)
+
+    def number_value(self, value: Any, line: int, where: str) -> float | None:
+        """``value`` as a float when it is an int or a float (a YAML ``true`` is not a number)."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        self.err(line, where, f"expected a finite number, got {_what(value)}")
+        return None
+
     def duplicates(self, node: Any, where: str, seen: set[int]) -> None:
         """Report every key written twice in one mapping, anywhere under ``node``."""
         if id(node) in seen:  # an alias seen before (or a recursive one)
@@ -538,22 +578,10 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
     acc["views"] += f.strings(data, "views", "views")
     acc["dtype_args"] += f.strings(data, "dtype_args", "dtype_args")
     casts = f.mapping(data, "casts", "casts", " of cast methods")
-    for m, spec in (casts or {}).items():
-        where = f"casts.{m}"
-        if not isinstance(spec, _Map):
-            f.err(_key_line(casts, m), where,
-                  f"expected a mapping {{operand: receiver|argument, dtype: NAME?}}, got {_what(spec)}")
-            continue
-        f.keys(spec, ("operand", "dtype"), where)
-        operand = f.string(spec, "operand", f"{where}.operand") or "receiver"
-        dtype = f.string(spec, "dtype", f"{where}.dtype")
-        if operand not in ("receiver", "argument"):
-            f.err(_key_line(spec, "operand"), f"{where}.operand", f"expected receiver or argument, got {_what(operand)}")
-            continue
-        if not isinstance(m, str):
-            f.err(_key_line(casts, m), where, f"a cast method's name is a string, got {_what(m)}")
-            continue
-        acc["casts"][m] = CastSpec(operand, dtype)
+    if casts is not None:
+        for m, spec in casts.items():
+            _parse_cast_override(f, casts, m, spec, acc["casts"])
+    _parse_rank(f, data, acc["entry_point_rank"])
     rules = data.get("rules")
     if rules is None:
         return
@@ -562,6 +590,67 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
         return
     for i, r in enumerate(rules):
         _parse_rule(f, r, i, rules.item_lines[i], acc)
+
+
+def _unknown_cast(m: str) -> str:
+    """The reason for a cast method :mod:`castfind.casts` does not list."""
+    known = ", ".join(sorted(cast_table.names()))
+    return f"unknown cast method {m!r}: castfind does not extract it; known: {known}"
+
+
+def _operand(text: str) -> Operand | None:
+    """``text`` as an :data:`~castfind.casts.Operand`, or None when it is neither."""
+    if text == "receiver":
+        return "receiver"
+    if text == "argument":
+        return "argument"
+    return None
+
+
+def _parse_cast_override(f: _File, casts: _Map, m: Any, spec: Any, specs: dict[str, CastSpec]) -> None:
+    """One ``casts:`` entry: overrides of a known method's operand or dtype (a new method is an error).
+
+    A key left out keeps the default from :mod:`castfind.casts`; ``dtype: null`` says the dtype is
+    taken from the call's arguments.
+    """
+    where = f"casts.{m}"
+    line = _key_line(casts, m)
+    if not isinstance(m, str):
+        f.err(line, where, f"a cast method's name is a string, got {_what(m)}")
+        return
+    if m not in specs:
+        f.err(line, where, _unknown_cast(m))
+        return
+    if not isinstance(spec, _Map):
+        f.err(line, where, f"expected a mapping {{operand: receiver|argument, dtype: NAME?}}, got {_what(spec)}")
+        return
+    before = len(f.errors)
+    f.keys(spec, ("operand", "dtype"), where)
+    text = f.string(spec, "operand", f"{where}.operand")
+    operand = _operand(text) if text is not None else specs[m].operand
+    if operand is None:
+        f.err(_key_line(spec, "operand"), f"{where}.operand", f"expected receiver or argument, got {_what(text)}")
+    dtype = f.string(spec, "dtype", f"{where}.dtype") if "dtype" in spec else specs[m].dtype
+    if len(f.errors) == before and operand is not None:
+        specs[m] = dataclasses.replace(specs[m], operand=operand, dtype=dtype)
+
+
+def _parse_rank(f: _File, data: _Map, entry_rank: dict[str, float]) -> None:
+    """``rank: {entry_points: {PATTERN: BONUS}}``; a pattern named again (a later file) takes the new bonus."""
+    rank = f.mapping(data, "rank", "rank", " {entry_points: {PATTERN: NUMBER}}")
+    if rank is None:
+        return
+    f.keys(rank, ("entry_points",), "rank")
+    table = f.mapping(rank, "entry_points", "rank.entry_points", " {PATTERN: NUMBER}")
+    for pattern, value in (table or {}).items():
+        where = f"rank.entry_points.{pattern}"
+        line = _key_line(table, pattern)
+        if not isinstance(pattern, str):
+            f.err(line, where, f"an entry point pattern is a string, got {_what(pattern)}")
+            continue
+        bonus = f.number_value(value, line, where)
+        if bonus is not None:
+            entry_rank[pattern] = bonus
 
 
 def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, BufferKind]) -> None:
@@ -583,11 +672,16 @@ def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, 
     )
     infer = f.boolean(spec, "infer_getters", f"{where}.infer_getters")
     replace = f.boolean(spec, "replace", f"{where}.replace")
+    weight = f.number(spec, "weight", f"{where}.weight")
     earlier = kinds.get(name)
     if earlier is None or replace:
-        kinds[name] = dataclasses.replace(kind, infer_getters=True if infer is None else infer)
+        # A replaced kind keeps its weight unless given one: the weight ranks what the kind *is*
+        # (a KV pool), not the names that find it.
+        kept = earlier.weight if earlier is not None else 1.0
+        kinds[name] = dataclasses.replace(kind, infer_getters=True if infer is None else infer,
+                                          weight=kept if weight is None else weight)
     else:  # a kind named again extends the earlier one (`replace: true` says otherwise)
-        kinds[name] = earlier.extended(kind, infer)
+        kinds[name] = earlier.extended(kind, infer, weight)
 
 
 def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> None:
@@ -617,6 +711,7 @@ def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> Non
     cast = f.strings(r, "cast", f"{where}.cast")
     if r.get("cast") is not None and not cast and len(f.errors) == n:
         f.err(_key_line(r, "cast"), f"{where}.cast", "needs at least one cast method")
+    _check_cast_names(f, r, cast, f"{where}.cast")
     hot = f.boolean(r, "hot", f"{where}.hot")
     once = f.boolean(r, "once", f"{where}.once")
     fix = f.string(r, "fix", f"{where}.fix")
@@ -645,6 +740,19 @@ def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> Non
                              f.path, line))
 
 
+def _check_cast_names(f: _File, r: _Map, cast: tuple[str, ...], where: str) -> None:
+    """Report each method of a rule's ``cast:`` list that :mod:`castfind.casts` lacks, at its own line."""
+    known = cast_table.names()
+    items = r.get("cast")
+    if isinstance(items, _Seq) and len(items.item_lines) == len(items):
+        positioned = list(zip(items, items.item_lines))
+    else:  # a lone string (`cast: to`): the key's line
+        positioned = [(m, _key_line(r, "cast")) for m in cast]
+    for m, line in positioned:
+        if isinstance(m, str) and m not in known:
+            f.err(line, where, _unknown_cast(m))
+
+
 def load_rules(dirs: list[str | Path] | None = None, include_default: bool = True) -> RuleSet:
     """Load the default rules plus ``dirs``; raise the first :class:`RuleError` if any."""
     rs, errors = validate(dirs, include_default)
@@ -658,7 +766,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     """Every problem in the rule files (empty list when all are valid) and the merged set."""
     errors: list[RuleError] = []
     acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_guards": (),
-                           "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (), "casts": {}}
+                           "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
+                           "casts": dict(cast_table.by_name()), "entry_point_rank": {}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
         files = rule_files(wanted + list(dirs or []))
@@ -674,10 +783,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
         for k in r.buffers:
             if k not in acc["buffers"]:
                 errors.append(RuleError(r.source, r.line, f"rule {r.id}.receiver.buffer", f"unknown buffer kind {k!r}; define it under 'buffers'"))
-        for m in r.cast:
-            if m not in acc["casts"]:
-                errors.append(RuleError(r.source, r.line, f"rule {r.id}.cast", f"unknown cast method {m!r}; define it under 'casts'"))
     rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_guards"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
-                 tuple(str(f) for f in files))
+                 tuple(str(f) for f in files), acc["entry_point_rank"])
     return rs, errors

@@ -13,11 +13,16 @@ import ast
 import os
 from dataclasses import dataclass
 
-# Tensor methods that dispatch to aten::_to_copy, and the one that dispatches to aten::copy_.
-TO_COPY_METHODS = frozenset(
-    {"to", "type", "type_as", "float", "half", "bfloat16", "double", "int", "long", "short", "char", "byte", "bool"}
-)
-COPY_METHODS = frozenset({"copy_"})
+from castfind import casts
+
+
+def methods_for(op: str) -> frozenset[str]:
+    """The tensor methods whose call may be the source line of a profiled ``op``, from :data:`castfind.casts.CASTS`.
+
+    ``aten::copy`` (the out-of-place form) comes from ``copy_`` too; every other cast op from the
+    methods that dispatch to ``aten::_to_copy``. Read on each call so the table is the only list.
+    """
+    return casts.located_methods(casts.COPY if op in ("aten::copy_", "aten::copy") else casts.TO_COPY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +73,7 @@ class SourceIndex:
         function = functions.get((name, def_line))
         if function is None:
             return Located(None, None, f"no function {name} at line {def_line} in the source (changed since?)")
-        wanted = COPY_METHODS if op in ("aten::copy_", "aten::copy") else TO_COPY_METHODS
+        wanted = methods_for(op)
         if method in wanted:
             wanted = frozenset({method})
         lines = sorted({line for attr, line in function.calls if attr in wanted})
