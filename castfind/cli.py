@@ -418,33 +418,48 @@ def init_command(
         typer.echo(line)
 
 
-def _runtime_unavailable(name: str, exc: Exception) -> Callable[[], None]:
+RUNTIME_COMMANDS = ("record", "trace")
+
+
+def _runtime_unavailable(name: str, exc: Exception, stage: str) -> Callable[[], None]:
     why = " ".join(f"{type(exc).__name__}: {exc}".split())
 
     def unavailable() -> None:
         if _debug():
             traceback.print_exception(exc)
-        _fail(f"{name}: unavailable, castfind.runtime.cli failed to import ({why}) — reinstall castfind; "
-              "CASTFIND_DEBUG=1 shows the import traceback")
+        shows = "the import traceback" if stage == "import" else "the traceback"
+        _fail(f"{name}: unavailable, castfind.runtime.cli failed to {stage} ({why}) — reinstall castfind; "
+              f"CASTFIND_DEBUG=1 shows {shows}")
 
-    unavailable.__doc__ = f"Unavailable: castfind.runtime.cli failed to import ({why})."
+    unavailable.__doc__ = f"Unavailable: castfind.runtime.cli failed to {stage} ({why})."
     return unavailable
 
 
-def _register_runtime() -> None:
-    """Add ``record`` and ``trace``. If their module fails to import (it needs no torch), stand-ins
-    say why and exit 2, rather than the commands silently vanishing."""
+def _register_runtime(target: typer.Typer) -> None:
+    """Add ``record`` and ``trace`` to ``target``. If their module fails to import, or its
+    ``register`` fails (neither needs torch), stand-ins say why and exit 2, rather than the
+    commands silently vanishing or ``scan`` and ``where`` going down with them.
+
+    The commands are registered on a scratch app first and moved over only when all of them
+    were, so a ``register`` that fails halfway leaves no half-registered ``trace`` behind.
+    """
+    stage = "import"
     try:
         from castfind.runtime.cli import register
+
+        stage = "register its commands"
+        scratch = typer.Typer()
+        register(scratch)
     except Exception as exc:  # any failure: scan and where must keep working
-        for name in ("record", "trace"):
-            app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-                _runtime_unavailable(name, exc))
+        for name in RUNTIME_COMMANDS:
+            target.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+                _runtime_unavailable(name, exc, stage))
         return
-    register(app)
+    target.registered_commands.extend(scratch.registered_commands)
+    target.registered_groups.extend(scratch.registered_groups)
 
 
-_register_runtime()
+_register_runtime(app)
 
 
 def main() -> None:
