@@ -202,6 +202,8 @@ def scan(
     rules: Optional[list[str]] = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable), added to the defaults."),
     entry_point: Optional[list[str]] = typer.Option(None, "--entry-point", help="Extra entry-point pattern, e.g. '*.forward_batch'."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON: findings, diagnostics, stats."),
+    output_format: str | None = typer.Option(None, "--format", metavar="FORMAT",
+                                             help="Output format: text (default), json or sarif."),
     sarif: Optional[str] = typer.Option(None, "--sarif", help="Also write SARIF 2.1.0 to this file ('-' for stdout)."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above: error (default), warning, info."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file."),
@@ -227,15 +229,23 @@ def scan(
     from castfind.discover import DiscoveryError
     from castfind.findings import BaselineError, exit_code
     from castfind.fsutil import OutputPathError, atomic_write_text, check_output_file
-    from castfind.report import SourceCache, json as json_report, sarif as sarif_report, text as text_report
+    from castfind.report import ReportContext, SourceCache, registry
     from castfind.rules import RuleError
 
     if fail_on is not None and fail_on not in ("error", "warning", "info"):
         _fail(f"--fail-on {fail_on}: expected error, warning or info")
     n_jobs = _jobs(jobs)
-    if sarif == "-" and json_out:
-        _fail("--sarif - --json: only one document can go to stdout — write the SARIF to a file (--sarif FILE) "
-              "or drop --json")
+    if json_out and output_format not in (None, "json"):
+        _fail(f"--json --format {output_format}: --json is --format json — give one of them")
+    if sarif == "-" and (json_out or output_format is not None):
+        given = "--json" if json_out else "--format"
+        _fail(f"--sarif - {given}{'' if json_out else f' {output_format}'}: only one document can go to stdout — "
+              f"write the SARIF to a file (--sarif FILE) or drop {given}")
+    try:
+        reporter = registry.get(output_format or ("json" if json_out else registry.DEFAULT_FORMAT))
+        sarif_reporter = registry.get("sarif") if sarif else None
+    except registry.UnknownFormat as e:
+        _fail(str(e))
     explain_at = None
     if explain:
         p, _, ln = explain.rpartition(":")
@@ -272,20 +282,18 @@ def scan(
         _check_explain_file(explain_at[0], [str(r) for r in report.stats.get("roots", [])])
         _print_explanation(run, explain_at)
         raise typer.Exit(0)
-    if sarif:
-        doc = sarif_report.render(report, run.rules_meta)
+    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=color)
+    if sarif and sarif_reporter is not None:
+        doc = sarif_reporter.render(report, ctx)
         if sarif == "-":
-            typer.echo(doc)
+            typer.echo(doc + sarif_reporter.stdout_end, nl=False)
         else:
             try:
                 atomic_write_text(sarif, doc)
             except OSError as e:
                 _fail(_os_error(e, sarif, "pass a file path in a writable folder to --sarif"))
-    if json_out:
-        typer.echo(json_report.render(report))
-    elif sarif != "-":
-        src = SourceCache()
-        typer.echo(text_report.render(report, src.line, color=color), nl=False)
+    if sarif != "-":  # else SARIF is the document on stdout
+        typer.echo(reporter.render(report, ctx) + reporter.stdout_end, nl=False)
     if run.wrote_baseline:
         typer.echo(f"castfind: wrote {len(report.findings)} finding(s) to {run.wrote_baseline}", err=True)
     unsupported = [d for d in report.diagnostics if d.kind == "unsupported"]
@@ -410,33 +418,48 @@ def init_command(
         typer.echo(line)
 
 
-def _runtime_unavailable(name: str, exc: Exception) -> Callable[[], None]:
+RUNTIME_COMMANDS = ("record", "trace")
+
+
+def _runtime_unavailable(name: str, exc: Exception, stage: str) -> Callable[[], None]:
     why = " ".join(f"{type(exc).__name__}: {exc}".split())
 
     def unavailable() -> None:
         if _debug():
             traceback.print_exception(exc)
-        _fail(f"{name}: unavailable, castfind.runtime.cli failed to import ({why}) — reinstall castfind; "
-              "CASTFIND_DEBUG=1 shows the import traceback")
+        shows = "the import traceback" if stage == "import" else "the traceback"
+        _fail(f"{name}: unavailable, castfind.runtime.cli failed to {stage} ({why}) — reinstall castfind; "
+              f"CASTFIND_DEBUG=1 shows {shows}")
 
-    unavailable.__doc__ = f"Unavailable: castfind.runtime.cli failed to import ({why})."
+    unavailable.__doc__ = f"Unavailable: castfind.runtime.cli failed to {stage} ({why})."
     return unavailable
 
 
-def _register_runtime() -> None:
-    """Add ``record`` and ``trace``. If their module fails to import (it needs no torch), stand-ins
-    say why and exit 2, rather than the commands silently vanishing."""
+def _register_runtime(target: typer.Typer) -> None:
+    """Add ``record`` and ``trace`` to ``target``. If their module fails to import, or its
+    ``register`` fails (neither needs torch), stand-ins say why and exit 2, rather than the
+    commands silently vanishing or ``scan`` and ``where`` going down with them.
+
+    The commands are registered on a scratch app first and moved over only when all of them
+    were, so a ``register`` that fails halfway leaves no half-registered ``trace`` behind.
+    """
+    stage = "import"
     try:
         from castfind.runtime.cli import register
+
+        stage = "register its commands"
+        scratch = typer.Typer()
+        register(scratch)
     except Exception as exc:  # any failure: scan and where must keep working
-        for name in ("record", "trace"):
-            app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-                _runtime_unavailable(name, exc))
+        for name in RUNTIME_COMMANDS:
+            target.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+                _runtime_unavailable(name, exc, stage))
         return
-    register(app)
+    target.registered_commands.extend(scratch.registered_commands)
+    target.registered_groups.extend(scratch.registered_groups)
 
 
-_register_runtime()
+_register_runtime(app)
 
 
 def main() -> None:

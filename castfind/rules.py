@@ -787,3 +787,11 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
                  tuple(str(f) for f in files), acc["entry_point_rank"])
     return rs, errors
+
+
+#: CF900, the one rule without a rule file: :mod:`castfind.runtime.join` reports a cast measured at run time
+#: that no rule flagged under it, and reporters describe it from here. Its severity is the default a rule
+#: list shows; each CF900 finding is graded by the bytes it moved (``castfind.runtime.join.severity_for``).
+MEASURED_CAST = Rule("CF900", "measured-cast-without-rule", "warning",
+                     "a cast measured at run time that no rule flagged", (), (), None, None,
+                     "Check whether this cast must run on every step.", "", "", "castfind.rules", 0)

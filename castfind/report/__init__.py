@@ -1,9 +1,10 @@
 """Reporters: one module per output format, all rendering the same :class:`ScanReport`.
 
 ``castfind.report.text``, ``castfind.report.json`` and ``castfind.report.sarif`` each
-expose ``render(report, ...) -> str``. They build on ``Finding.to_dict()`` /
-``Diagnostic.to_dict()`` (the one serialisation) and never print: the CLI writes the
-string where it belongs.
+expose ``render_report(report, ctx) -> str`` (the :data:`Render` signature, what
+:mod:`castfind.report.registry` lists by format name) next to a ``render`` that takes just
+what that format uses. They build on ``Finding.to_dict()`` / ``Diagnostic.to_dict()``
+(the one serialisation) and never print: the CLI writes the string where it belongs.
 """
 
 from __future__ import annotations
@@ -11,16 +12,64 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from castfind import sourcetext
 from castfind.findings import BaselineEntry
 from castfind.types import Diagnostic, Finding
 
-__all__ = ["ScanReport", "SourceCache", "SourceLine"]
+__all__ = ["Render", "ReportContext", "RuleDescription", "RuleInfo", "ScanReport", "SourceCache", "SourceLine"]
 
 #: ``source_line(root, path, line)`` -> the text of that line, or ``None`` when unknown.
 SourceLine = Callable[[str, str, int], "str | None"]
+
+
+class RuleInfo(Protocol):
+    """What a reporter may say about a rule. :class:`castfind.rules.Rule` is one, so reporters
+    describe rules from the loaded rule set rather than from a dict copied out of it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def fix(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RuleDescription:
+    """A :class:`RuleInfo` without a rule file behind it: a rule known only from its findings,
+    or rule metadata handed over as plain data (``sarif.render``'s ``rules_meta``)."""
+
+    id: str
+    name: str = ""
+    severity: str = "warning"
+    message: str = ""
+    fix: str = ""
+
+    @classmethod
+    def from_mapping(cls, rule_id: str, meta: Mapping[str, Any]) -> RuleDescription:
+        """From ``{"name", "message", "fix", "severity"}``; a missing or empty key is tolerated."""
+        return cls(rule_id, str(meta.get("name", "") or ""), str(meta.get("severity", "warning")),
+                   str(meta.get("message", "") or ""), str(meta.get("fix", "") or ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ReportContext:
+    """What a reporter may use besides the report itself; each format takes what it needs.
+
+    ``rules`` are every rule the scan ran with (CF900 included), so a format that lists rules
+    (SARIF) knows those that found nothing. ``source_line`` shows the flagged line (``None``:
+    not shown). ``color``: ANSI colour, decided by the caller (tty, ``NO_COLOR``).
+    """
+
+    rules: tuple[RuleInfo, ...] = ()
+    source_line: SourceLine | None = None
+    color: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +94,10 @@ class ScanReport:
         for f in self.findings:
             counts[f.severity] = counts.get(f.severity, 0) + 1
         return counts
+
+
+#: The one signature of a reporter: the report and its context in, the whole document out.
+Render = Callable[[ScanReport, ReportContext], str]
 
 
 class SourceCache:

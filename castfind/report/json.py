@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from castfind.report import ScanReport
+from castfind.report import ReportContext, ScanReport
 
-__all__ = ["render", "to_dict"]
+__all__ = ["render", "render_report", "to_dict"]
 
 
 def to_dict(report: ScanReport) -> dict[str, Any]:
@@ -34,3 +34,8 @@ def render(report: ScanReport, *, indent: int | None = 2) -> str:
     rather than failing the whole report.
     """
     return json.dumps(to_dict(report), indent=indent, ensure_ascii=False, default=str) + "\n"
+
+
+def render_report(report: ScanReport, ctx: ReportContext) -> str:
+    """:func:`render` in the registry's signature; JSON uses nothing from the context."""
+    return render(report)

@@ -1,7 +1,7 @@
 """``--sarif``: SARIF 2.1.0 for code-scanning UIs (GitHub code scanning, VS Code SARIF viewer).
 
-One run. ``tool.driver.rules`` lists every rule from ``rules_meta`` (so a UI knows a rule
-even when it found nothing) plus any rule id a finding uses that the metadata lacks.
+One run. ``tool.driver.rules`` lists every rule the scan ran with (so a UI knows a rule
+even when it found nothing) plus any rule id a finding uses that those lack.
 Each result points at its file relative to its scan root through a ``uriBaseId``
 (``SRCROOT`` for the first root, ``SRCROOT2``, ... for further ones), and carries a
 ``partialFingerprints`` entry built from :func:`castfind.findings.fingerprint`, which
@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
 from castfind import __version__
 from castfind.findings import occurrence_fingerprints
-from castfind.report import ScanReport
+from castfind.report import ReportContext, RuleDescription, RuleInfo, ScanReport
 from castfind.types import Diagnostic, Finding
 
-__all__ = ["FINGERPRINT_KEY", "SARIF_SCHEMA", "SARIF_VERSION", "render", "to_dict"]
+__all__ = ["FINGERPRINT_KEY", "SARIF_SCHEMA", "SARIF_VERSION", "render", "render_report", "to_dict"]
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -49,10 +49,8 @@ def _title(name: str, rule_id: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _rule(rule_id: str, meta: Mapping[str, Any]) -> dict[str, Any]:
-    name = str(meta.get("name", "") or "")
-    message = str(meta.get("message", "") or "")
-    fix = str(meta.get("fix", "") or "")
+def _rule(rule: RuleInfo) -> dict[str, Any]:
+    rule_id, name, message, fix = rule.id, rule.name, rule.message, rule.fix
     title = _title(name, rule_id)
     # The message is a template ("{expr} casts the whole {buffer} ..."); show its fields
     # as <expr> so the description reads as prose in a rule list.
@@ -62,7 +60,7 @@ def _rule(rule_id: str, meta: Mapping[str, Any]) -> dict[str, Any]:
         "name": name or rule_id,
         "shortDescription": {"text": title},
         "fullDescription": {"text": full},
-        "defaultConfiguration": {"level": _level(str(meta.get("severity", "warning")))},
+        "defaultConfiguration": {"level": _level(rule.severity)},
         "helpUri": INFORMATION_URI,
         "properties": {"tags": ["performance", "dtype"]},
     }
@@ -72,15 +70,15 @@ def _rule(rule_id: str, meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _rule_table(
-    findings: tuple[Finding, ...], rules_meta: Mapping[str, Mapping[str, Any]]
+    findings: tuple[Finding, ...], rules: Iterable[RuleInfo]
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    meta: dict[str, Mapping[str, Any]] = dict(rules_meta)
+    known: dict[str, RuleInfo] = {r.id: r for r in rules}
     for f in findings:
         # A finding whose rule the caller did not describe still needs a descriptor for
         # ruleIndex to point at; its own fields describe it well enough.
-        meta.setdefault(f.rule, {"name": f.name, "message": "", "fix": f.fix, "severity": f.severity})
-    ids = sorted(meta)
-    return [_rule(rule_id, meta[rule_id]) for rule_id in ids], {rule_id: i for i, rule_id in enumerate(ids)}
+        known.setdefault(f.rule, RuleDescription(f.rule, f.name, f.severity, "", f.fix))
+    ids = sorted(known)
+    return [_rule(known[rule_id]) for rule_id in ids], {rule_id: i for i, rule_id in enumerate(ids)}
 
 
 def _base_ids(findings: tuple[Finding, ...]) -> dict[str, str]:
@@ -156,13 +154,10 @@ def _notification(d: Diagnostic) -> dict[str, Any]:
     return note
 
 
-def to_dict(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The SARIF log as plain data.
-
-    ``rules_meta`` maps a rule id to ``{"name", "message", "fix", "severity"}`` (the rule
-    file's fields); missing keys are tolerated.
-    """
-    rules, rule_index = _rule_table(report.findings, rules_meta or {})
+def to_dict(report: ScanReport, rules: Iterable[RuleInfo] = ()) -> dict[str, Any]:
+    """The SARIF log as plain data; ``rules`` (:class:`castfind.rules.Rule` objects, say) are
+    described in ``tool.driver.rules``, a later one of the same id winning."""
+    descriptors, rule_index = _rule_table(report.findings, rules)
     bases = _base_ids(report.findings)
     fps = occurrence_fingerprints(list(report.findings))
     results = [
@@ -175,7 +170,7 @@ def to_dict(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | No
                 "version": __version__,
                 "semanticVersion": __version__,
                 "informationUri": INFORMATION_URI,
-                "rules": rules,
+                "rules": descriptors,
             }
         },
         "invocations": [
@@ -193,6 +188,18 @@ def to_dict(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | No
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
 
 
+def _document(log: dict[str, Any]) -> str:
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
 def render(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """The SARIF log as a JSON document ending with a newline."""
-    return json.dumps(to_dict(report, rules_meta), indent=2, ensure_ascii=False) + "\n"
+    """The SARIF log as a JSON document ending with a newline, for callers holding rule metadata
+    as plain data: ``rules_meta`` maps a rule id to ``{"name", "message", "fix", "severity"}``
+    (the rule file's fields); missing keys are tolerated."""
+    meta = rules_meta or {}
+    return _document(to_dict(report, [RuleDescription.from_mapping(rule_id, m) for rule_id, m in meta.items()]))
+
+
+def render_report(report: ScanReport, ctx: ReportContext) -> str:
+    """The SARIF log in the registry's signature: rules are described from ``ctx.rules``."""
+    return _document(to_dict(report, ctx.rules))

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from castfind.report import ScanReport, SourceLine
+from castfind.report import ReportContext, ScanReport, SourceLine
 from castfind.types import Finding, Runtime
 
-__all__ = ["format_bytes", "format_finding", "format_runtime", "render", "summary"]
+__all__ = ["format_bytes", "format_finding", "format_runtime", "render", "render_report", "summary"]
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
@@ -136,3 +136,8 @@ def render(report: ScanReport, source_line: SourceLine | None = None, *, color: 
         out.append("")
     out.append(summary(report))
     return "\n".join(out) + "\n"
+
+
+def render_report(report: ScanReport, ctx: ReportContext) -> str:
+    """:func:`render` in the registry's signature: the context's source lines and colour."""
+    return render(report, ctx.source_line, color=ctx.color)

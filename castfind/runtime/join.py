@@ -23,11 +23,13 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from castfind.rules import MEASURED_CAST
 from castfind.runtime.trace import clean_text, format_bytes, total_bytes
 from castfind.types import SEVERITY_RANK, Finding, Runtime, TraceSite
 
-UNMATCHED_RULE = "CF900"
-UNMATCHED_NAME = "measured-cast-without-rule"
+# CF900 is defined once, in castfind.rules; these names stay for callers that import them.
+UNMATCHED_RULE = MEASURED_CAST.id
+UNMATCHED_NAME = MEASURED_CAST.name
 ERROR_BYTES = 64 * 1024 * 1024
 WARNING_BYTES = 1024 * 1024
 
