@@ -11,7 +11,8 @@ from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.index import Index, ProgressFn
 from castfind.pipeline import ScanRun
 from castfind.types import Diagnostic
-from castfind.where import WhereResult, where as _where
+from castfind.where import WhereResult
+from castfind.where import where as _where
 
 __all__ = ["ScanRun", "open_index", "scan", "where"]
 

@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -145,15 +145,15 @@ def _size(text: str) -> int:
 @app.command()
 def where(
     symbol: str = typer.Argument(..., help="A name (flashinfer_cutlass_fused_moe), dotted path (pkg.mod.func) or Class.method."),
-    root: Optional[list[str]] = RootOpt,
-    at: Optional[str] = typer.Option(None, "--at", help="PATH:LINE — resolve the name as Python sees it at that line."),
+    root: list[str] | None = RootOpt,
+    at: str | None = typer.Option(None, "--at", help="PATH:LINE — resolve the name as Python sees it at that line."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON: symbol, definitions (with chains), call_sites, unresolved."),
     follow_installed: bool = typer.Option(True, "--follow-installed/--no-follow-installed",
                                           help="Follow imports into installed packages outside the roots (found without importing them)."),
-    cache_dir: Optional[str] = CacheDirOpt,
+    cache_dir: str | None = CacheDirOpt,
     no_cache: bool = NoCacheOpt,
     jobs: int = JobsOpt,
-    exclude: Optional[list[str]] = ExcludeOpt,
+    exclude: list[str] | None = ExcludeOpt,
     max_file_size: str = MaxSizeOpt,
 ) -> None:
     """Where is SYMBOL really defined? Follows aliases, re-exports, star imports and returned callables.
@@ -196,26 +196,27 @@ def where(
 
 @app.command()
 def scan(
-    paths: Optional[list[str]] = typer.Argument(None, help="Roots to scan (default: the current folder); with --only, the files to report on."),
-    root: Optional[list[str]] = RootOpt,
+    paths: list[str] | None = typer.Argument(
+        None, help="Roots to scan (default: the current folder); with --only, the files to report on."),
+    root: list[str] | None = RootOpt,
     only: bool = typer.Option(False, "--only", help="Report only on the PATHS given (pre-commit's staged files); index the whole root."),
-    rules: Optional[list[str]] = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable), added to the defaults."),
-    entry_point: Optional[list[str]] = typer.Option(None, "--entry-point", help="Extra entry-point pattern, e.g. '*.forward_batch'."),
+    rules: list[str] | None = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable), added to the defaults."),
+    entry_point: list[str] | None = typer.Option(None, "--entry-point", help="Extra entry-point pattern, e.g. '*.forward_batch'."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON: findings, diagnostics, stats."),
     output_format: str | None = typer.Option(None, "--format", metavar="FORMAT",
                                              help="Output format: text (default), json or sarif."),
-    sarif: Optional[str] = typer.Option(None, "--sarif", help="Also write SARIF 2.1.0 to this file ('-' for stdout)."),
-    fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above: error (default), warning, info."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file."),
-    write_baseline: Optional[str] = typer.Option(None, "--write-baseline", help="Record the current findings in this baseline file."),
-    trace: Optional[list[str]] = typer.Option(None, "--trace", help="A runtime trace (.castfind.jsonl) to join (repeatable)."),
-    explain: Optional[str] = typer.Option(None, "--explain", help="PATH:LINE — say why the cast there was or was not flagged."),
+    sarif: str | None = typer.Option(None, "--sarif", help="Also write SARIF 2.1.0 to this file ('-' for stdout)."),
+    fail_on: str | None = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above: error (default), warning, info."),
+    baseline: str | None = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file."),
+    write_baseline: str | None = typer.Option(None, "--write-baseline", help="Record the current findings in this baseline file."),
+    trace: list[str] | None = typer.Option(None, "--trace", help="A runtime trace (.castfind.jsonl) to join (repeatable)."),
+    explain: str | None = typer.Option(None, "--explain", help="PATH:LINE — say why the cast there was or was not flagged."),
     eager: bool = typer.Option(False, "--eager", help="Parse every file instead of only those that can matter (slower; same findings)."),
     color: bool = typer.Option(False, "--color", help="Colour the text output."),
-    cache_dir: Optional[str] = CacheDirOpt,
+    cache_dir: str | None = CacheDirOpt,
     no_cache: bool = NoCacheOpt,
     jobs: int = JobsOpt,
-    exclude: Optional[list[str]] = ExcludeOpt,
+    exclude: list[str] | None = ExcludeOpt,
     max_file_size: str = MaxSizeOpt,
 ) -> None:
     """Flag whole-buffer dtype casts (KV caches, whole weights) on hot paths, ranked by how bad they are.
@@ -337,7 +338,7 @@ app.add_typer(rules_app, name="rules")
 
 @rules_app.command("list")
 def rules_list(
-    rules: Optional[list[str]] = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable)."),
+    rules: list[str] | None = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List every rule: id, severity, name and message."""
@@ -358,7 +359,7 @@ def rules_list(
 
 @rules_app.command("test")
 def rules_test(
-    rules: Optional[list[str]] = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable)."),
+    rules: list[str] | None = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable)."),
 ) -> None:
     """Run every rule's examples: lines marked '# match' must be flagged, 'no_match' code must not be."""
     from castfind.rules import RuleError, load_rules
@@ -381,7 +382,7 @@ def rules_test(
 
 @rules_app.command("validate")
 def rules_validate(
-    rules: Optional[list[str]] = typer.Option(None, "--rules", help="Rule folder or file to check (repeatable)."),
+    rules: list[str] | None = typer.Option(None, "--rules", help="Rule folder or file to check (repeatable)."),
 ) -> None:
     """Check rule files and list every problem as file:line: key: reason."""
     from castfind.rules import validate
@@ -394,20 +395,24 @@ def rules_validate(
     typer.echo("rule files are valid")
 
 
-@app.command("init")
+_INIT_HELP = (
+    "Set a project up for castfind: a starter \\[tool.castfind] section and the pre-commit hook.\n\n"
+    "pyproject.toml: created with a \\[tool.castfind] section, or the section is appended (CRLF line endings are"
+    " kept; a symlinked file's target is edited, the link stays). An existing \\[tool.castfind] section is never"
+    " touched.\n\n"
+    ".pre-commit-config.yaml: created with the castfind hook. An existing one is never rewritten (that would lose"
+    " its comments and layout): the entry to paste is printed instead.\n\n"
+    "It only ever adds, so running it again changes nothing. Exit 0 when done, 2 when FOLDER is not a folder or a"
+    " file cannot be read or written.\n\n"
+    "Example: castfind init ."
+)
+
+
+@app.command("init", help=_INIT_HELP)
 def init_command(
     folder: str = typer.Argument(".", help="The project folder (default: the current one)."),
 ) -> None:
-    """Set a project up for castfind: a starter \\[tool.castfind] section and the pre-commit hook.
-
-    pyproject.toml: created with a \\[tool.castfind] section, or the section is appended (CRLF line endings are kept; a symlinked file's target is edited, the link stays). An existing \\[tool.castfind] section is never touched.
-
-    .pre-commit-config.yaml: created with the castfind hook. An existing one is never rewritten (that would lose its comments and layout): the entry to paste is printed instead.
-
-    It only ever adds, so running it again changes nothing. Exit 0 when done, 2 when FOLDER is not a folder or a file cannot be read or written.
-
-    Example: castfind init .
-    """
+    """Set a project up for castfind (help text: :data:`_INIT_HELP`)."""
     from castfind.init import init
 
     try:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import libcst as cst
 
 from castfind import casts
 from castfind.cstwalk import TokenWalker, walk
-
 from castfind.facts import (
     Assign,
     Attr,
@@ -221,10 +221,7 @@ class _Walker(TokenWalker):
         name = node.name.value  # type: ignore[attr-defined]
         qual = self._child_qualname(name)
         parent_kind = self.scopes[-1].kind
-        if isinstance(node, cst.ClassDef):
-            kind = "class"
-        else:
-            kind = "method" if parent_kind == "class" else "function"
+        kind = "class" if isinstance(node, cst.ClassDef) else ("method" if parent_kind == "class" else "function")
         self.pending_defs[id(node)] = {"qual": qual, "kind": kind, "parent": self.scope,
                                        "cond": self.cond_depth > 0}
         self.scopes.append(_Frame(qual, kind, node, line, self.loop_depth))

@@ -11,7 +11,9 @@ print it, without keeping libcst nodes alive.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Literal
+
+DefKind = Literal["function", "method", "class"]
 
 from castfind import casts
 
@@ -27,30 +29,30 @@ class Name:
 
 @dataclass(frozen=True, slots=True)
 class Attr:
-    value: "Expr"
+    value: Expr
     attr: str
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    func: "Expr"
-    args: tuple["Expr", ...] = ()
-    kwargs: tuple[tuple[str, "Expr"], ...] = ()
+    func: Expr
+    args: tuple[Expr, ...] = ()
+    kwargs: tuple[tuple[str, Expr], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Slice:
     """One element of a subscript: ``lower:upper:step`` (any part may be None)."""
 
-    lower: "Expr | None"
-    upper: "Expr | None"
-    step: "Expr | None"
+    lower: Expr | None
+    upper: Expr | None
+    step: Expr | None
 
 
 @dataclass(frozen=True, slots=True)
 class Subscript:
-    value: "Expr"
-    index: tuple["Expr | Slice", ...]
+    value: Expr
+    index: tuple[Expr | Slice, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +66,7 @@ class Const:
 class Seq:
     """A tuple or list display."""
 
-    elts: tuple["Expr", ...]
+    elts: tuple[Expr, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +78,10 @@ class Other:
     text: str = ""
 
 
-Expr = Union[Name, Attr, Call, Subscript, Const, Seq, Other]
+Expr = Name | Attr | Call | Subscript | Const | Seq | Other
 
 
-def dotted(expr: "Expr | None") -> str | None:
+def dotted(expr: Expr | None) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None."""
     parts: list[str] = []
     while isinstance(expr, Attr):
@@ -91,7 +93,7 @@ def dotted(expr: "Expr | None") -> str | None:
     return None
 
 
-def from_dotted(name: str) -> "Expr":
+def from_dotted(name: str) -> Expr:
     """``a.b.c`` as an expression tree (``Attr(Attr(Name('a'), 'b'), 'c')``)."""
     parts = name.split(".")
     e: Expr = Name(parts[0])
@@ -100,7 +102,7 @@ def from_dotted(name: str) -> "Expr":
     return e
 
 
-def render(expr: "Expr | Slice | None") -> str:
+def render(expr: Expr | Slice | None) -> str:
     """Short source-like text of an expression (for messages and provenance hops)."""
     if expr is None:
         return ""
@@ -209,7 +211,7 @@ class Definition:
 
     qualname: str
     name: str
-    kind: str  # function | method | class
+    kind: DefKind
     line: int
     end_line: int
     parent: str  # enclosing scope qualname, '' at module level
@@ -245,10 +247,10 @@ class FileFacts:
     dynamic: tuple[Dynamic, ...] = ()
     all_names: tuple[str, ...] | None = None
     error: tuple[int, str] | None = None  # (line, message) when the file could not be analysed
-    error_kind: str = "parse-error"  # parse-error (Python rejects it too) | unsupported (castfind only)
+    error_kind: Literal["parse-error", "unsupported"] = "parse-error"  # Python rejects it too | castfind only
 
 
-def _reduce(self):  # type: ignore[no-untyped-def]
+def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
     return (type(self), tuple(getattr(self, f) for f in self.__slots__))
 
 
@@ -257,4 +259,4 @@ def _reduce(self):  # type: ignore[no-untyped-def]
 # them as a constructor call with positional values is several times faster.
 for _cls in (Name, Attr, Call, Slice, Subscript, Const, Seq, Other, Import, Assign, CallSite, Return, Guard,
              Cast, Definition, Dynamic, FileFacts):
-    _cls.__reduce__ = _reduce  # type: ignore[method-assign,assignment]
+    _cls.__reduce__ = _reduce  # type: ignore[method-assign]

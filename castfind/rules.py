@@ -46,7 +46,7 @@ import yaml
 
 from castfind import casts as cast_table
 from castfind.casts import CastMethod, Operand
-from castfind.types import SEVERITIES
+from castfind.types import SEVERITIES, Severity, is_severity
 
 #: The placeholders a rule's ``message`` may use.
 MESSAGE_FIELDS = ("expr", "buffer", "buffer_path", "dtype", "function")
@@ -189,7 +189,7 @@ CastSpec = CastMethod
 class Rule:
     id: str
     name: str
-    severity: str
+    severity: Severity
     message: str
     cast: tuple[str, ...]
     buffers: tuple[str, ...]
@@ -250,7 +250,7 @@ class RuleSet:
         bonuses = [b for p, b in self.entry_point_rank.items() if glob_match(p, entry)]
         return max(bonuses) if bonuses else 0.0
 
-    def with_entry_points(self, extra: tuple[str, ...]) -> "RuleSet":
+    def with_entry_points(self, extra: tuple[str, ...]) -> RuleSet:
         from dataclasses import replace
 
         return replace(self, entry_points=self.entry_points + tuple(extra))
@@ -700,8 +700,9 @@ def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> Non
     name = f.string(r, "name", f"{where}.name")
     if name is not None and not _NAME.match(name):
         f.err(_key_line(r, "name"), f"{where}.name", "names are kebab-case")
-    severity = f.string(r, "severity", f"{where}.severity")
-    if severity is not None and severity not in SEVERITIES:
+    severity_text = f.string(r, "severity", f"{where}.severity")
+    severity = severity_text if is_severity(severity_text) else None
+    if severity_text is not None and severity is None:
         f.err(_key_line(r, "severity"), f"{where}.severity", f"must be one of {list(SEVERITIES)}")
     message = f.string(r, "message", f"{where}.message")
     problem = message_problem(message) if message is not None else None
@@ -745,7 +746,7 @@ def _check_cast_names(f: _File, r: _Map, cast: tuple[str, ...], where: str) -> N
     known = cast_table.names()
     items = r.get("cast")
     if isinstance(items, _Seq) and len(items.item_lines) == len(items):
-        positioned = list(zip(items, items.item_lines))
+        positioned = list(zip(items, items.item_lines, strict=True))
     else:  # a lone string (`cast: to`): the key's line
         positioned = [(m, _key_line(r, "cast")) for m in cast]
     for m, line in positioned:
@@ -782,7 +783,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
         seen[r.id] = r
         for k in r.buffers:
             if k not in acc["buffers"]:
-                errors.append(RuleError(r.source, r.line, f"rule {r.id}.receiver.buffer", f"unknown buffer kind {k!r}; define it under 'buffers'"))
+                errors.append(RuleError(r.source, r.line, f"rule {r.id}.receiver.buffer",
+                                        f"unknown buffer kind {k!r}; define it under 'buffers'"))
     rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_guards"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
                  tuple(str(f) for f in files), acc["entry_point_rank"])

@@ -7,7 +7,7 @@ used by the JSON, SARIF and baseline writers (as bandit's ``Issue.as_dict``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 Severity = Literal["error", "warning", "info"]
 #: What kind of input problem a :class:`Diagnostic` reports.
@@ -24,6 +24,11 @@ DiagnosticKind = Literal[
 ]
 
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+
+def is_severity(text: object) -> TypeGuard[Severity]:
+    return text in SEVERITIES
+
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
 

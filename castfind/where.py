@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from castfind.facts import Attr, Call, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
@@ -34,7 +34,7 @@ class Location:
 @dataclass(frozen=True, slots=True)
 class WhereDefinition:
     qualname: str
-    kind: str  # function | class | method | alias | variable | module
+    kind: Literal["function", "class", "method", "alias", "variable", "module"]
     root: str
     path: str
     line: int

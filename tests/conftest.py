@@ -16,7 +16,7 @@ def corpus() -> dict[str, Path]:
     """The unpacked sglang and flashinfer wheels (fetched by ``make corpus`` / scripts/fetch_corpus.py)."""
     base = Path(os.environ.get("CASTFIND_CORPUS", REPO / ".corpus"))
     roots = {"sglang": base / "sglang", "flashinfer": base / "flashinfer"}
-    for name, root in roots.items():
+    for root in roots.values():
         if not (root / ".complete").exists():
             sys.path.insert(0, str(REPO / "scripts"))
             from fetch_corpus import fetch

@@ -68,7 +68,7 @@ class _Boom:
 def test_forged_cache_rows_never_run_code_and_are_rebuilt(tmp_path: Path) -> None:
     marker = Path("/tmp/castfind-pwned")
     marker.unlink(missing_ok=True)
-    proj = _proj(tmp_path)
+    _proj(tmp_path)
     cache = tmp_path / "cache"
     first, _ = _run(tmp_path, "proj", cache)
     conn = sqlite3.connect(cache / "facts.sqlite3")

@@ -128,7 +128,7 @@ def test_one_line_in_the_table_makes_a_new_method_work_end_to_end(tmp_path, with
 
 
 def test_an_unknown_casts_key_is_a_positioned_error(tmp_path):
-    from tests.conftest import run_castfind
+    from tests.support import run_castfind
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("views: [view]\ncasts:\n  to: {operand: receiver}\n  to_fp8: {operand: receiver, dtype: fp8}\n")

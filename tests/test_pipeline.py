@@ -13,7 +13,7 @@ from castfind.discover import DiscoveryError
 from castfind.findings import BaselineError
 from castfind.pipeline import IndexOptions, RunOutput, ScanPlan, ScanRequest
 from castfind.rules import MEASURED_CAST, load_rules
-from tests.conftest import REPO
+from tests.support import REPO
 
 FIX = REPO / "fixtures" / "scan" / "minisrv"
 POOL = FIX / "minisrv" / "pool.py"

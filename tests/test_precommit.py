@@ -95,6 +95,7 @@ def test_hook_environment_has_no_torch(fork):
     pythons = list(Path(env["PRE_COMMIT_HOME"]).glob("repo*/py_env-*/bin/python"))
     assert pythons, "the hook environment was not created"
     for py in pythons:
-        r = subprocess.run([str(py), "-c", "import importlib.util as u; print(u.find_spec('torch') is None, u.find_spec('castfind') is not None)"],
+        probe = "import importlib.util as u; print(u.find_spec('torch') is None, u.find_spec('castfind') is not None)"
+        r = subprocess.run([str(py), "-c", probe],
                            capture_output=True, text=True)
         assert r.stdout.strip() == "True True"

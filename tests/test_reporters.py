@@ -13,7 +13,7 @@ from castfind.report import ReportContext, ScanReport, SourceCache, registry, sa
 from castfind.report import json as json_report
 from castfind.report.registry import Reporter
 from castfind.rules import MEASURED_CAST, load_rules
-from tests.conftest import REPO
+from tests.support import REPO
 
 FIX = REPO / "fixtures" / "scan" / "minisrv"
 runner = CliRunner()

@@ -12,9 +12,10 @@ import re
 import textwrap
 
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from castfind.rules import RuleError, glob_regex, glob_match, load_rules, validate
+from castfind.rules import RuleError, glob_match, glob_regex, load_rules, validate
 
 # A valid rule (kv-cache, `.to()`, hot) whose fields the cases below break one at a time.
 RULE = """\

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, FIXTURES, GPU_PROFILE, SHAPE, cast_line
 from typer.testing import CliRunner
 
 from castfind.cli import app
 from castfind.runtime.trace import read_trace
-from test_runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, FIXTURES, GPU_PROFILE, SHAPE, cast_line
 
 CASTFIND = [sys.executable, "-m", "castfind"]
 

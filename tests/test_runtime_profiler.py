@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from test_runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, FIXTURES, GPU_PROFILE, SHAPE, cast_line
 
 from castfind.runtime.dtypes import CPP_TYPES, ITEMSIZE, SCALAR_TYPES
 from castfind.runtime.profiler import import_profile
 from castfind.runtime.trace import read_trace
-from test_runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, FIXTURES, GPU_PROFILE, SHAPE, cast_line
 
 LAYERS, STEPS = 3, 4
 

@@ -67,9 +67,8 @@ def test_check_program_finds_modules_from_the_current_folder(tmp_path, monkeypat
 
 def test_sigterm_becomes_system_exit_143_inside_the_block_only():
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(SystemExit) as info:
-        with sigterm_as_exit():
-            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs as soon as kill returns
-            pytest.fail("SIGTERM did not raise")
+    with pytest.raises(SystemExit) as info, sigterm_as_exit():
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs as soon as kill returns
+        pytest.fail("SIGTERM did not raise")
     assert info.value.code == 143
     assert signal.getsignal(signal.SIGTERM) == before

@@ -9,9 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, SHAPE, cast_line  # noqa: E402
+
 import castfind  # noqa: E402
 from castfind.runtime.trace import read_trace  # noqa: E402
-from test_runtime_helpers import BYTES_PER_CALL, DECODE_LOOP, SHAPE, cast_line  # noqa: E402
 
 
 def _run_decode(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
@@ -132,26 +133,23 @@ def test_step_outside_record_is_a_no_op(tmp_path):
 
 def test_trace_is_written_when_the_block_raises(tmp_path):
     path = tmp_path / "t.jsonl"
-    with pytest.raises(ValueError, match="boom"):
-        with castfind.record(path):
-            torch.ones(2).half()
-            raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"), castfind.record(path):
+        torch.ones(2).half()
+        raise ValueError("boom")
     (site,) = read_trace(path)[1]
     assert site.calls == 1 and site.dst_dtype == "float16"
 
 
 def test_trace_is_written_on_keyboard_interrupt(tmp_path):
     path = tmp_path / "t.jsonl"
-    with pytest.raises(KeyboardInterrupt):
-        with castfind.record(path):
-            torch.ones(2).half()
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), castfind.record(path):
+        torch.ones(2).half()
+        raise KeyboardInterrupt
     assert read_trace(path)[1][0].calls == 1
 
 
 def test_nested_record_is_refused(tmp_path):
-    with castfind.record(tmp_path / "outer.jsonl"):
-        with pytest.raises(RuntimeError, match="already active"):
-            with castfind.record(tmp_path / "inner.jsonl"):
-                pass
+    with (castfind.record(tmp_path / "outer.jsonl"), pytest.raises(RuntimeError, match="already active"),
+          castfind.record(tmp_path / "inner.jsonl")):
+        pass
     assert not (tmp_path / "inner.jsonl").exists()

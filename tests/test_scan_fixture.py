@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 
-
 from castfind.discover import discover
 from castfind.index import Index
 from castfind.rules import load_rules

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from castfind.rules import MEASURED_CAST
 from castfind.runtime.trace import clean_text, format_bytes, total_bytes
-from castfind.types import SEVERITY_RANK, Finding, Runtime, TraceSite
+from castfind.types import SEVERITY_RANK, Finding, Runtime, Severity, TraceSite
 
 # CF900 is defined once, in castfind.rules; these names stay for callers that import them.
 UNMATCHED_RULE = MEASURED_CAST.id
@@ -145,7 +145,7 @@ def _runtime(group: list[TraceSite]) -> Runtime:
     )
 
 
-def severity_for(bytes_per_call: int) -> str:
+def severity_for(bytes_per_call: int) -> Severity:
     """CF900's severity: ≥ 64 MiB per call is an error, ≥ 1 MiB a warning, less is info."""
     if bytes_per_call >= ERROR_BYTES:
         return "error"
