@@ -4,12 +4,12 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 CORPUS ?= .corpus
 
-.PHONY: demo test test-fast test-versions corpus bench install clean
+.PHONY: demo test test-fast test-versions lint corpus bench install clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[test]' 'torch==2.13.0'
+	$(VPY) -m pip install --quiet -e '.[test,lint]' 'torch==2.13.0'
 	touch $@
 
 install: $(VENV)/.installed
@@ -30,6 +30,11 @@ test: corpus
 ## test-fast: everything but the real-corpus tests
 test-fast: install
 	$(VPY) -m pytest -q -m "not corpus" -p no:cacheprovider
+
+## lint: types (mypy, config in pyproject.toml) and lint (ruff) over the repository
+lint: install
+	$(VENV)/bin/mypy
+	$(VENV)/bin/ruff check .
 
 ## test-versions: the fast suite on Python 3.12 and 3.13 (own virtualenvs, no torch)
 test-versions:

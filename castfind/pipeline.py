@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from castfind import findings as fnd
+from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
+from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.index import Index, ProgressFn
 from castfind.report import ScanReport, SourceCache
 from castfind.rules import MEASURED_CAST, Rule, RuleSet, load_rules
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IndexOptions", "RunOutput", "ScanPlan", "ScanRequest", "ScanRun",
-    "plan", "post", "report_rules", "run", "save_memo",
+    "open_index", "plan", "post", "report_rules", "run", "save_memo",
 ]
 
 
@@ -133,6 +135,48 @@ class ScanRun:
 # --------------------------------------------------------------------------- plan
 
 
+def open_index(
+    roots: list[str],
+    *,
+    exclude: tuple[str, ...] = (),
+    cache_dir: str | os.PathLike[str] | None = None,
+    use_cache: bool = True,
+    jobs: int | None = None,
+    follow_installed: bool = False,
+    max_file_size: int | None = None,
+    progress: ProgressFn | None = None,
+) -> Index:
+    """Discover the files under ``roots`` and open the facts cache. Parses nothing yet.
+
+    Raises :class:`~castfind.fsutil.OutputPathError` when ``cache_dir`` cannot be used; when the
+    default cache folder cannot, the index runs without a cache and says so in a diagnostic.
+    """
+    cache, notice = _open_cache(cache_dir) if use_cache else (None, None)
+    index = Index.from_roots(
+        roots or ["."],
+        exclude=exclude,
+        max_file_size=max_file_size,
+        cache=cache,
+        jobs=jobs if jobs else (os.cpu_count() or 1),
+        follow_installed=follow_installed,
+        progress=progress,
+    )
+    if notice is not None:
+        index.diagnostics.append(notice)
+    return index
+
+
+def _open_cache(cache_dir: str | os.PathLike[str] | None) -> tuple[Cache | None, Diagnostic | None]:
+    if cache_dir:
+        return Cache(ensure_folder(cache_dir, "pass a writable folder to --cache-dir, or --no-cache")), None
+    directory = default_cache_dir()
+    try:
+        ensure_folder(directory, "set XDG_CACHE_HOME to a writable folder, or pass --cache-dir DIR or --no-cache")
+    except OutputPathError as exc:
+        return None, Diagnostic(str(directory), 0, f"continuing without a cache: {exc.reason}", "cache")
+    return Cache(directory), None
+
+
 def plan(request: ScanRequest) -> ScanPlan:
     """Check the request and open what the engine needs. Parses no source file.
 
@@ -140,8 +184,6 @@ def plan(request: ScanRequest) -> ScanPlan:
     opened, so bad input fails in moments rather than after a long parse. Raises RuleError,
     ConfigError, BaselineError, DiscoveryError, OutputPathError or ValueError.
     """
-    from castfind.api import open_index  # api.scan calls this module: import here, not at the top
-
     if request.write_baseline:
         fnd.check_baseline_target(request.write_baseline)
     cfg = merge(_load_config(request), roots=list(request.roots) or ([] if request.only else list(request.paths)),

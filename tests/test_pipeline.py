@@ -45,7 +45,7 @@ def test_plan_checks_only_files_and_outputs_before_opening_the_index(tmp_path: P
     def no_index(*args, **kwargs):
         raise AssertionError("the index was opened before the request was checked")
 
-    monkeypatch.setattr(api, "open_index", no_index)
+    monkeypatch.setattr(pipeline, "open_index", no_index)
     outside = tmp_path / "x.py"
     outside.write_text("x = 1\n")
     with pytest.raises(DiscoveryError, match="outside every root"):
