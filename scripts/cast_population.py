@@ -48,17 +48,45 @@ SUBDIRS = (
 MODEL_GLOB = "deepseek*.py"  # under srt/models/
 
 TORCH_DTYPES = frozenset(
-    """
-    float float16 float32 float64 half double bfloat16 bool
-    int int8 int16 int32 int64 uint8 uint16 uint32 uint64 short long
-    complex64 complex128 cfloat cdouble chalf complex32
-    float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz float8_e8m0fnu
-    float4_e2m1fn_x2 qint8 quint8 qint32 quint4x2
-    """.split()
+    [
+        "float",
+        "float16",
+        "float32",
+        "float64",
+        "half",
+        "double",
+        "bfloat16",
+        "bool",
+        "int",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "short",
+        "long",
+        "complex64",
+        "complex128",
+        "cfloat",
+        "cdouble",
+        "chalf",
+        "complex32",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+        "float4_e2m1fn_x2",
+        "qint8",
+        "quint8",
+        "qint32",
+        "quint4x2",
+    ]
 )
-NOARG_CASTS = frozenset(
-    "float half bfloat16 double int long short byte char bool".split()
-)
+NOARG_CASTS = frozenset(["float", "half", "bfloat16", "double", "int", "long", "short", "byte", "char", "bool"])
 HOT_PREFIXES = ("forward", "apply", "run")
 
 
@@ -81,12 +109,7 @@ def _last_name(node: ast.expr) -> str | None:
 
 
 def _is_dtype_arg(node: ast.expr) -> bool:
-    if (
-        isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "torch"
-        and node.attr in TORCH_DTYPES
-    ):
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" and node.attr in TORCH_DTYPES:
         return True
     name = _last_name(node)
     return name is not None and name.endswith("dtype")
@@ -206,8 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         wr = csv.writer(fh, lineterminator="\n")
         wr.writerow(["path", "line", "column", "function", "expr", "population", "selected"])
         for c in casts:
-            wr.writerow([c.path, c.line, c.column, c.function, c.expr, c.population,
-                         "yes" if c in selected else "no"])
+            wr.writerow([c.path, c.line, c.column, c.function, c.expr, c.population, "yes" if c in selected else "no"])
 
     print(f"files scanned: {len(iter_files(args.pkg))}")
     print(f"casts: {len(casts)}")
