@@ -23,6 +23,7 @@ from castfind.provenance import Provenance
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet, load_rules
 from castfind.types import Finding
+from tests.support import OVERLAPPING_KV_RULE
 
 RULES = load_rules()
 
@@ -200,29 +201,11 @@ def test_non_whole_operands_are_quiet_and_explained() -> None:
         assert any("not a whole buffer" in w for w in checker.explanations[("m.py", line)])
 
 
-USER_RULE = """\
-rules:
-  - id: CF201
-    name: my-kv-cast
-    severity: warning
-    message: "{expr} casts the {buffer}"
-    cast: [to]
-    receiver: {buffer: [kv-cache]}
-    hot: true
-    fix: "Cast the rows."
-    examples:
-      match: |
-        class B:
-            def forward_decode(self, q, layer):
-                return self.pool.get_key_buffer(layer.layer_id).to(q.dtype)  # match
-      no_match: |
-        x = 1
-"""
 
 
 def _with_user_rule(tmp_path: Path) -> RuleSet:
     path = tmp_path / "user.yaml"
-    path.write_text(USER_RULE)
+    path.write_text(OVERLAPPING_KV_RULE)
     return load_rules([path])
 
 

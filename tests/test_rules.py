@@ -6,6 +6,7 @@ import pytest
 
 from castfind.rules import RuleError, load_rules, validate
 from castfind.ruletest import check_rule
+from tests.support import OVERLAPPING_KV_RULE
 
 RULES = load_rules()
 
@@ -46,25 +47,6 @@ def test_yaml_syntax_error_has_a_line(tmp_path):
     assert errors and errors[0].path == str(bad) and errors[0].line >= 2
 
 
-# A user rule that overlaps CF101 (kv-cache, `.to()`, hot): CF101 comes first, so it takes the line.
-OVERLAPPING = """\
-rules:
-  - id: CF201
-    name: my-kv-cast
-    severity: warning
-    message: "{expr} casts the {buffer}"
-    cast: [to]
-    receiver: {buffer: [kv-cache]}
-    hot: true
-    fix: "Cast the rows."
-    examples:
-      match: |
-        class B:
-            def forward_decode(self, q, layer):
-                return self.pool.get_key_buffer(layer.layer_id).to(q.dtype)  # match
-      no_match: |
-        x = 1
-"""
 CODE = """\
 class B:
     def forward_decode(self, q, layer):
@@ -74,7 +56,7 @@ class B:
 
 def _overlap_setup(tmp_path):
     user = tmp_path / "user.yaml"
-    user.write_text(OVERLAPPING)
+    user.write_text(OVERLAPPING_KV_RULE)
     src = tmp_path / "src"
     src.mkdir()
     (src / "m.py").write_text(CODE)
