@@ -422,7 +422,9 @@ class _Walker(TokenWalker):
 #: per level: ten thousand levels overflow the C stack (a segfault no ``except`` can catch), three
 #: thousand still pass. Real code stays far below (the deepest module of the sglang and flashinfer
 #: wheels: 49 levels); generated code reaches hundreds (a 600-term sum is 600 levels).
-MAX_DEPTH = 1000
+#: Python 3.12 also counts the walk against a fixed C recursion limit (1,500, not raised by
+#: ``sys.setrecursionlimit``), which stops it between 700 and 800 levels: there the limit is 700.
+MAX_DEPTH = 700 if sys.version_info[:2] == (3, 12) else 1000
 #: Python frames the walk may use per tree level, with room for the callers' frames.
 _FRAMES_PER_LEVEL = 12
 _BRACKET = re.compile(rb"[\[\](){}]")
