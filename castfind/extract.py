@@ -40,6 +40,7 @@ from castfind.facts import (
     render,
 )
 
+_KEYWORD_CONSTS = frozenset({"None", "True", "False"})
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)
 _MAX_DEPTH = 12
 
@@ -64,7 +65,8 @@ def to_expr(node: cst.CSTNode, depth: int = 0) -> Expr:
         return Other("Deep")
     d = depth + 1
     if isinstance(node, cst.Name):
-        return Name(node.value)
+        # ``None``/``True``/``False`` are keywords, not names: ``buf[None]`` adds an axis.
+        return Const(node.value) if node.value in _KEYWORD_CONSTS else Name(node.value)
     if isinstance(node, cst.Attribute):
         return Attr(to_expr(node.value, d), node.attr.value)
     if isinstance(node, cst.Call):
@@ -146,7 +148,11 @@ class _Walker(TokenWalker):
         self.scopes: list[_Frame] = [_Frame("", "module", module, 1, 0)]
         self.loop_depth = 0
         self.cond_depth = 0
-        self.guards: list[list[Any]] = []  # [If node, negated]
+        self.guards: list[list[Any]] = []  # [If node, negated, active (its body or else has begun)]
+        # Nodes whose extent changes the context, keyed by id: (loop depth delta, guard it activates).
+        # A ``for`` body is a loop, its iterable and ``else`` are not; an ``if`` guards its branches,
+        # not its own test; a comprehension's first iterable is evaluated once, outside its loop.
+        self.marks: dict[int, tuple[int, list[Any] | None]] = {}
         self.cur_assign: cst.CSTNode | None = None
         self.pending_defs: dict[int, dict[str, Any]] = {}
         self.definitions: list[Definition] = []
@@ -172,18 +178,17 @@ class _Walker(TokenWalker):
             cst.Else: self._else_enter,
             cst.Try: self._cond_enter,
             cst.TryStar: self._cond_enter,
-            cst.For: self._loop_enter,
-            cst.While: self._loop_enter,
-            cst.ListComp: self._loop_enter,
-            cst.SetComp: self._loop_enter,
-            cst.DictComp: self._loop_enter,
-            cst.GeneratorExp: self._loop_enter,
+            cst.For: self._for_enter,
+            cst.While: self._while_enter,
+            cst.ListComp: self._comp_enter,
+            cst.SetComp: self._comp_enter,
+            cst.DictComp: self._comp_enter,
+            cst.GeneratorExp: self._comp_enter,
         }
         self._after: dict[type, Callable[[Any], None]] = {
             cst.If: self._if_leave,
             cst.Try: self._cond_leave,
             cst.TryStar: self._cond_leave,
-            cst.For: self._loop_leave,
             cst.While: self._loop_leave,
             cst.ListComp: self._loop_leave,
             cst.SetComp: self._loop_leave,
@@ -195,8 +200,16 @@ class _Walker(TokenWalker):
         h = self._before.get(type(node))
         if h is not None:
             h(node)
+        m = self.marks.get(id(node))
+        if m is not None:
+            self.loop_depth += m[0]
+            if m[1] is not None:
+                m[1][2] = True
 
     def after(self, node: cst.CSTNode) -> None:
+        m = self.marks.pop(id(node), None)
+        if m is not None:
+            self.loop_depth -= m[0]
         h = self._after.get(type(node))
         if h is not None:
             h(node)
@@ -226,7 +239,7 @@ class _Walker(TokenWalker):
                                        "cond": self.cond_depth > 0}
         self.scopes.append(_Frame(qual, kind, node, line, self.loop_depth))
         # A def starts a fresh loop context: its body runs once per call, not per iteration.
-        self.guards.append([None, False])  # barrier: guards of the outer scope do not apply
+        self.guards.append([None, False, True])  # barrier: guards of the outer scope do not apply
 
     def on_end(self, node: cst.CSTNode, start: int, end: int) -> None:
         if isinstance(node, cst.Call):
@@ -334,7 +347,9 @@ class _Walker(TokenWalker):
         top = self.guards[-1] if self.guards else None
         if top is not None and top[0] is not None and top[0].orelse is node:
             top[1] = True  # an ``elif``: we left the parent's body
-        self.guards.append([node, False])
+        entry: list[Any] = [node, False, False]  # inactive while its own test runs
+        self.guards.append(entry)
+        self.marks[id(node.body)] = (0, entry)
         self.cond_depth += 1
 
     def _else_enter(self, node: cst.Else) -> None:
@@ -351,8 +366,17 @@ class _Walker(TokenWalker):
     def _cond_leave(self, node: cst.CSTNode) -> None:
         self.cond_depth -= 1
 
-    def _loop_enter(self, node: cst.CSTNode) -> None:
+    def _for_enter(self, node: cst.For) -> None:
+        self.marks[id(node.body)] = (1, None)  # the iterable and the else block run once
+
+    def _while_enter(self, node: cst.While) -> None:
+        self.loop_depth += 1  # the test runs on every iteration, the else block once
+        if node.orelse is not None:
+            self.marks[id(node.orelse)] = (-1, None)
+
+    def _comp_enter(self, node: cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp) -> None:
         self.loop_depth += 1
+        self.marks[id(node.for_in.iter)] = (-1, None)  # the first iterable is evaluated once, outside
 
     def _loop_leave(self, node: cst.CSTNode) -> None:
         self.loop_depth -= 1
@@ -398,7 +422,8 @@ class _Walker(TokenWalker):
             Guard(_WS.sub(" ", self.module.code_for_node(g[0].test)).strip()[:160], g[1])
             for g in self._guards_in_scope()
         )
-        code = self.module.code_for_node(node)
+        # The call alone: parentheses around it (and the comments and lines inside them) are not its text.
+        code = self.module.code_for_node(node.with_changes(lpar=(), rpar=()) if node.lpar else node)
         text = _WS.sub(" ", code).strip()
         # The end line: the call's own text may span lines (arguments on their own lines).
         end = line + code.strip().count("\n")
@@ -413,7 +438,8 @@ class _Walker(TokenWalker):
         for g in reversed(self.guards):
             if g[0] is None:  # scope barrier
                 break
-            out.append(g)
+            if g[2]:
+                out.append(g)
         out.reverse()
         return out
 

@@ -107,15 +107,11 @@ def test_a_cast_in_a_string_is_not_a_cast() -> None:
     assert _casts('s = """\nx.float()\n"""\n# y.half()\n') == ()
 
 
-@pytest.mark.xfail(strict=True, reason="extract: the end line of a cast wrapped in parentheses on their own lines "
-                                       "counts the parentheses' lines (end_line 4 for a call on line 2)")
 def test_end_line_of_a_parenthesised_cast_is_the_calls_own() -> None:
     (c,) = _casts("y = (\n    kv.float()\n)\n")
     assert (c.line, c.column, c.end_line) == (2, 5, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="extract: the text of a cast wrapped in parentheses keeps the parentheses "
-                                       "and the comments inside them")
 def test_text_of_a_parenthesised_cast_is_the_call_alone() -> None:
     (c,) = _casts("y = (\n    kv.float()  # why\n)\n")
     assert c.text == "kv.float()"
@@ -179,8 +175,6 @@ def test_a_long_guard_is_cut_to_160_characters() -> None:
     assert len(test) > 160 and c.guards[0].test == test[:160]
 
 
-@pytest.mark.xfail(strict=True, reason="extract: a cast in an if's own test is recorded as guarded by that test "
-                                       "(it runs before the test is decided)")
 def test_a_cast_in_an_if_test_is_not_guarded_by_it() -> None:
     (c,) = _casts("def f(self):\n    if not self._warned and self.kv_cache.float().max() > 448:\n        pass\n")
     assert c.guards == ()
@@ -232,8 +226,6 @@ def test_loop_depth_counts_for_while_and_comprehensions_nested() -> None:
     }
 
 
-@pytest.mark.xfail(strict=True, reason="extract: the iterable of a for loop or of a comprehension's first for, and "
-                                       "a for's else block, run once but get the loop's depth")
 @pytest.mark.parametrize("src", [
     "def f(self):\n    for a in self.kv_cache.float():\n        pass\n",
     "def f(self):\n    return [a for a in self.kv_cache.float()]\n",
