@@ -180,6 +180,58 @@ def test_a_cast_in_an_if_test_is_not_guarded_by_it() -> None:
     assert c.guards == ()
 
 
+# -- stores and the locations a guard knows unset -------------------------------------------------------
+
+
+def test_stores_are_attributes_entries_setattr_and_globals_directly_or_through_a_local() -> None:
+    c = _by_text(
+        "G = None\n"
+        "def f(self, x, key):\n"
+        "    global G\n"
+        "    self._a = x.float()\n"
+        "    self._c[key] = x.half()\n"
+        "    setattr(self, '_s', x.double())\n"
+        "    G = x.bfloat16()\n"
+        "    w = x.to(t)\n"
+        "    self._d[key, 1] = w\n"
+        "    v = x.int()\n"
+        "    v = 0\n"
+        "    self._v = v\n"
+        "    y = x.long()\n"
+    )
+    assert {t: k.stores for t, k in c.items()} == {
+        "x.float()": ("self._a",), "x.half()": ("self._c[key]",), "x.double()": ("self._s",), "x.bfloat16()": ("G",),
+        "x.to(t)": ("self._d[(key, 1)]",), "x.int()": (), "x.long()": ()}  # v was rebound; y is a local
+
+
+@pytest.mark.parametrize("test,absent,negated_absent", [
+    ("self._w is None", ("self._w",), ()),
+    ("self._w is not None", (), ("self._w",)),
+    ("not hasattr(self, '_w')", ("self._w",), ()),
+    ("key not in self._c", ("self._c[key]",), ()),
+    ("self._c.get(key) is None", ("self._c[key]",), ()),
+    ("getattr(self, '_w', None) is None", ("self._w",), ()),
+    ("not self._w", ("self._w",), ()),
+    ("self._w is None and ok", ("self._w",), ()),
+    ("self._w is None or x.dtype != self._w.dtype", ("self._w",), ()),
+    ("x.dtype != self._w.dtype", (), ()),
+    ("w is None", (), ()),  # a local: not a stored location
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_guard_absent_is_what_its_branch_knows_unset(test: str, absent: tuple[str, ...],
+                                                      negated_absent: tuple[str, ...]) -> None:
+    c = _by_text(f"def f(self, x, key, ok, w):\n    if {test}:\n        x.float()\n    else:\n        x.half()\n")
+    assert c["x.float()"].guards[0].absent == absent
+    assert c["x.half()"].guards[0].absent == negated_absent
+
+
+def test_an_early_return_guards_the_rest_of_its_block_as_its_else() -> None:
+    c = _by_text("def f(self, x):\n    if self._w is not None:\n        return self._w\n    x.float()\n"
+                 "    if ok:\n        if self._v:\n            return 1\n        x.half()\n    else:\n        x.double()\n")
+    assert [(g.test, g.negated, g.absent) for g in c["x.float()"].guards] == [("self._w is not None", True, ("self._w",))]
+    assert [g.test for g in c["x.half()"].guards] == ["self._w is not None", "ok", "self._v"]
+    assert [g.test for g in c["x.double()"].guards] == ["self._w is not None", "ok"]  # the inner return guards only its block
+
+
 # -- loop depth ----------------------------------------------------------------------------------------
 
 
