@@ -350,7 +350,7 @@ class _Walker(TokenWalker):
         if isinstance(node, cst.Attribute):
             return _name_of(node)
         if isinstance(node, cst.Subscript):
-            base = _name_of(node.value) if isinstance(node.value, (cst.Name, cst.Attribute)) else None
+            base = self._location(node.value)  # a local dict made per call is no location
             keys = [el.slice.value for el in node.slice if isinstance(el.slice, cst.Index)]
             if base is None or len(keys) != len(node.slice) or not keys:
                 return None
@@ -364,7 +364,7 @@ class _Walker(TokenWalker):
                 name = args[1].evaluated_value
                 return f"{obj}.{name}" if obj and isinstance(name, str) else None
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and args:
-                base = _name_of(node.func.value)
+                base = self._location(node.func.value)
                 return f"{base}[{render(to_expr(args[0]))}]" if base else None
         return None
 
@@ -394,7 +394,7 @@ class _Walker(TokenWalker):
                     return (), ()
                 return ((loc,), ()) if isinstance(op, (cst.Is, cst.Equal)) else ((), (loc,))
             if isinstance(op, (cst.In, cst.NotIn)):
-                base = _name_of(right) if isinstance(right, (cst.Name, cst.Attribute)) else None
+                base = self._location(right)
                 if base is None:
                     return (), ()
                 loc = f"{base}[{render(to_expr(test.left))}]"
@@ -408,9 +408,27 @@ class _Walker(TokenWalker):
         loc = self._location(test)
         return ((), (loc,)) if loc is not None else ((), ())
 
+    def _carried(self, value: cst.BaseExpression) -> list[int]:
+        """The casts whose results the local names read in ``value`` hold (``w`` in ``cache[k] = w.t()``)."""
+        held = self.scopes[-1].held
+        if not held:
+            return []
+        out: list[int] = []
+        stack: list[cst.CSTNode] = [value]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name):
+                out += held.get(n.value, ())
+            elif isinstance(n, cst.Attribute):
+                stack.append(n.value)  # ``w.attr``: not the name ``attr``
+            elif not isinstance(n, cst.Lambda):  # a lambda's body runs later, if ever
+                stack.extend(n.children)
+        return out
+
     def _store(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        """Record that ``value`` is kept in ``targets``: casts inside it, or casts a local name holds."""
+        """Record that ``value`` is kept in ``targets``: casts inside it, or casts a local name read in it holds."""
         frame = self.scopes[-1]
+        carried = self._carried(value)  # before a target rebinds a name the value reads
         keys: list[str] = []
         for t in targets:
             if isinstance(t, cst.Name) and frame.kind in ("function", "method") and t.value not in frame.shared:
@@ -425,20 +443,21 @@ class _Walker(TokenWalker):
             loc = self._location(t) if isinstance(t, (cst.Name, cst.Attribute, cst.Subscript)) else None
             if loc is not None:
                 keys.append(loc)
-        self._keep(keys, value)
+                if isinstance(value, cst.Name) and value.value not in frame.shared:
+                    frame.aliases[value.value] = loc  # `obj.cache = cache`: the local now names that location
+        self._keep(keys, value, carried)
 
-    def _keep(self, keys: list[str], value: cst.BaseExpression) -> None:
+    def _keep(self, keys: list[str], value: cst.BaseExpression, carried: list[int] | None = None) -> None:
         """``value`` is kept in ``keys`` (``=name`` for a local name)."""
         if not keys:
             return
         frame = self.scopes[-1]
-        if isinstance(value, cst.Name) and value.value in frame.held:  # `self._w = w` after `w = x.to(t)`
-            for i in frame.held[value.value]:
-                for k in keys:
-                    if k.startswith("="):
-                        frame.held.setdefault(k[1:], []).append(i)
-                    elif k not in self.cast_stores[i]:
-                        self.cast_stores[i].append(k)
+        for i in self._carried(value) if carried is None else carried:  # `self._w = w` after `w = x.to(t)`
+            for k in keys:
+                if k.startswith("="):
+                    frame.held.setdefault(k[1:], []).append(i)
+                elif k not in self.cast_stores[i]:
+                    self.cast_stores[i].append(k)
         self.marks[id(value)] = (0, None, keys)
 
     def _aug_assign(self, node: cst.AugAssign) -> None:

@@ -127,8 +127,11 @@ def test_a_step_function_does_not_run_once() -> None:
     "if self._w is None or x.dtype != self._w.dtype:\n    self._w = self.proj.weight.to(t)",  # a memo that recasts when stale
     "cached = getattr(self, '_w', None)\nif cached is not None:\n    return cached\nw = self.proj.weight.to(t)\nself._w = w\nreturn w",
     "if self._w is not None:\n    return self._w\nself._w = self.proj.weight.to(t)",
+    # a cache object reached through a local, the result stored after more arithmetic (sglang attn_residual)
+    "cache = getattr(self, '_c', None)\nif cache is None:\n    cache = {}\n    self._c = cache\ncw = cache.get(d)\n"
+    "if cw is None:\n    cw = (self.proj.weight.to(t) * 2).contiguous()\n    cw = cache[d] = cw.t()\nreturn cw",
 ], ids=["is-None", "hasattr", "setattr", "not-in-cache", "cache-get-through-a-local", "or-stale", "early-return-getattr",
-        "early-return"])
+        "early-return", "derived-through-locals"])
 def test_a_memo_guard_of_the_stored_location_makes_it_once(body: str) -> None:
     c = cast_of(method(body))
     assert is_once(RULES, c, "self.proj.weight"), (c.stores, c.guards)
@@ -151,8 +154,9 @@ def test_a_global_memo_is_once_and_a_local_one_is_not() -> None:
     "if key not in self._cache:\n    self._other[key] = self.proj.weight.to(t)",
     "if self._w is not None:\n    self._w = self.proj.weight.to(t)",  # the test says it is set
     "if self._w is not None:\n    log(1)\nself._w = self.proj.weight.to(t)",  # no early return
+    "cache = {}\nif key not in cache:\n    cache[key] = self.proj.weight.to(t)",  # a dict made on every call
 ], ids=["dtype-ne", "dtype-eq", "element-size", "flag", "other-location", "not-stored", "other-cache", "is-not-None",
-        "no-return"])
+        "no-return", "local-dict"])
 def test_a_test_of_anything_else_does_not_make_it_once(body: str) -> None:
     c = cast_of(method(body))
     assert not is_once(RULES, c, "self.proj.weight"), (c.stores, c.guards)
