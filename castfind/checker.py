@@ -33,15 +33,37 @@ def cast_dtype(rules: RuleSet, cast: Cast) -> str | None:
     return None
 
 
-def is_once(rules: RuleSet, cast: Cast, operand_path: str) -> bool:
-    """Does this cast run once: in a loading/initialisation function, behind a memo, or stored back?"""
+def is_once(rules: RuleSet, cast: Cast, operand_path: str, decorators: tuple[str, ...] = ()) -> bool:
+    """Does this cast run once? By the structure of the code, never by the words of a test:
+
+    (a) its function (or one it is nested in) is an initialisation/loading function (``once.functions``);
+    (b) its result is stored to a location (an attribute, ``setattr``, a cache entry, a global) and a
+        test of that same location guards it: an enclosing ``if self._w is None:`` /
+        ``if not hasattr(self, "_w"):`` / ``if key not in cache:``, or an early
+        ``if cached is not None: return cached`` before it. A dtype test is dispatch, not a memo;
+    (c) its own function is memoised by a decorator (``once.decorators``: ``functools.cache`` ...);
+    (d) ``self.w = self.w.to(...)`` stores it back over its own operand (``once.store_to_self``).
+    """
     names = [p for p in cast.scope.split(".") if p != "<locals>"]
     if any(rules.is_once_function(n) for n in names):
         return True
-    if any(g in guard.test for guard in cast.guards for g in rules.once_guards):
+    if any(rules.is_once_decorator(d) for d in decorators):
+        return True
+    if cast.stores and any(k in guard.absent for guard in cast.guards for k in cast.stores):
         return True
     # `self.w = self.w.to(...)`: afterwards the buffer has the new dtype and .to() is a no-op.
     return rules.once_store_to_self and cast.assigned_to is not None and cast.assigned_to == operand_path.split("[")[0]
+
+
+def _decorators(facts: FileFacts, cast: Cast) -> tuple[str, ...]:
+    """The decorators of the function the cast is in (not of functions it is nested in: an inner
+    function a cached one returns runs on every call)."""
+    if not cast.scope:
+        return ()
+    for d in facts.definitions:
+        if d.qualname == cast.scope:
+            return d.decorators
+    return ()
 
 
 class Checker:
@@ -80,7 +102,7 @@ class Checker:
         origin = self.origin_of(facts, cast)
         if origin is None:
             return False
-        once = is_once(self.rules, cast, origin.path)
+        once = is_once(self.rules, cast, origin.path, _decorators(facts, cast))
         return any(r.hot is not None for r in self._applicable(cast, origin, once))
 
     def check(self, facts: FileFacts, root: str, explain: bool = False) -> list[Finding]:
@@ -108,7 +130,7 @@ class Checker:
                explain: bool = False) -> Finding | None:
         """The finding of the first rule that matches; with ``explain``, also name the later ones it shadows."""
         why += [f"provenance: {h}" for h in origin.hops]
-        once = is_once(self.rules, cast, origin.path)
+        once = is_once(self.rules, cast, origin.path, _decorators(facts, cast))
         why.append("runs once (initialisation, loading or memoised)" if once else "runs on every call")
         hot: tuple[str, ...] | None = None
         hot_known = False

@@ -11,6 +11,7 @@ import ast
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import libcst as cst
@@ -40,6 +41,7 @@ from castfind.facts import (
     render,
 )
 
+_KEYWORD_CONSTS = frozenset({"None", "True", "False"})
 _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)
 _MAX_DEPTH = 12
 
@@ -64,7 +66,8 @@ def to_expr(node: cst.CSTNode, depth: int = 0) -> Expr:
         return Other("Deep")
     d = depth + 1
     if isinstance(node, cst.Name):
-        return Name(node.value)
+        # ``None``/``True``/``False`` are keywords, not names: ``buf[None]`` adds an axis.
+        return Const(node.value) if node.value in _KEYWORD_CONSTS else Name(node.value)
     if isinstance(node, cst.Attribute):
         return Attr(to_expr(node.value, d), node.attr.value)
     if isinstance(node, cst.Call):
@@ -125,7 +128,7 @@ _WS = re.compile(r"\s+")
 class _Frame:
     """A scope being walked: module, class or function."""
 
-    __slots__ = ("qualname", "kind", "node", "line", "loop_base")
+    __slots__ = ("qualname", "kind", "node", "line", "loop_base", "shared", "aliases", "held")
 
     def __init__(self, qualname: str, kind: str, node: Any, line: int, loop_base: int) -> None:
         self.qualname = qualname
@@ -133,6 +136,32 @@ class _Frame:
         self.node = node
         self.line = line
         self.loop_base = loop_base
+        self.shared: set[str] = set()  # names declared ``global``/``nonlocal``: they outlive the call
+        self.aliases: dict[str, str] = {}  # local name -> the stored location it was read from
+        self.held: dict[str, list[int]] = {}  # local name -> the casts whose result it holds
+
+
+class _Guard:
+    """An enclosing ``if`` while it is walked (or the rest of a block after an early ``return``)."""
+
+    __slots__ = ("node", "negated", "active", "when_true", "when_false", "early")
+
+    def __init__(self, node: Any, when_true: tuple[str, ...] = (), when_false: tuple[str, ...] = (),
+                 early: bool = False) -> None:
+        self.node = node  # None: a def's barrier
+        self.negated = early  # in the else branch (an early return guards what follows as its else)
+        self.active = node is None or early  # an if's test is not guarded by the if itself
+        self.when_true = when_true  # locations known unset when the test is true
+        self.when_false = when_false  # ... when it is false
+        self.early = early
+
+
+def _returns(block: cst.BaseSuite) -> bool:
+    """Does this block end in ``return`` (or ``raise``)?"""
+    last: Any = block.body[-1] if block.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise))
 
 
 class _Walker(TokenWalker):
@@ -146,7 +175,14 @@ class _Walker(TokenWalker):
         self.scopes: list[_Frame] = [_Frame("", "module", module, 1, 0)]
         self.loop_depth = 0
         self.cond_depth = 0
-        self.guards: list[list[Any]] = []  # [If node, negated]
+        self.guards: list[_Guard] = []
+        # Nodes whose extent changes the context, keyed by id: (loop depth delta, guard it activates,
+        # locations its value is stored to). A ``for`` body is a loop, its iterable and ``else`` are
+        # not; an ``if`` guards its branches, not its own test; a comprehension's first iterable is
+        # evaluated once, outside its loop; the value of an assignment is stored to its targets.
+        self.marks: dict[int, tuple[int, _Guard | None, list[str] | None]] = {}
+        self.storing: list[list[str]] = []  # the targets of the assignments whose value is being walked
+        self.cast_stores: list[list[str]] = []  # per cast: the locations its result is stored to
         self.cur_assign: cst.CSTNode | None = None
         self.pending_defs: dict[int, dict[str, Any]] = {}
         self.definitions: list[Definition] = []
@@ -167,23 +203,24 @@ class _Walker(TokenWalker):
             cst.AnnAssign: self._ann_assign,
             cst.AugAssign: self._aug_assign,
             cst.Return: self._return,
+            cst.Global: self._shared,
+            cst.Nonlocal: self._shared,
             cst.Expr: self._expr_stmt,
             cst.If: self._if_enter,
             cst.Else: self._else_enter,
             cst.Try: self._cond_enter,
             cst.TryStar: self._cond_enter,
-            cst.For: self._loop_enter,
-            cst.While: self._loop_enter,
-            cst.ListComp: self._loop_enter,
-            cst.SetComp: self._loop_enter,
-            cst.DictComp: self._loop_enter,
-            cst.GeneratorExp: self._loop_enter,
+            cst.For: self._for_enter,
+            cst.While: self._while_enter,
+            cst.ListComp: self._comp_enter,
+            cst.SetComp: self._comp_enter,
+            cst.DictComp: self._comp_enter,
+            cst.GeneratorExp: self._comp_enter,
         }
         self._after: dict[type, Callable[[Any], None]] = {
             cst.If: self._if_leave,
             cst.Try: self._cond_leave,
             cst.TryStar: self._cond_leave,
-            cst.For: self._loop_leave,
             cst.While: self._loop_leave,
             cst.ListComp: self._loop_leave,
             cst.SetComp: self._loop_leave,
@@ -195,8 +232,20 @@ class _Walker(TokenWalker):
         h = self._before.get(type(node))
         if h is not None:
             h(node)
+        m = self.marks.get(id(node))
+        if m is not None:
+            self.loop_depth += m[0]
+            if m[1] is not None:
+                m[1].active = True
+            if m[2] is not None:
+                self.storing.append(m[2])
 
     def after(self, node: cst.CSTNode) -> None:
+        m = self.marks.pop(id(node), None)
+        if m is not None:
+            self.loop_depth -= m[0]
+            if m[2] is not None:
+                self.storing.pop()
         h = self._after.get(type(node))
         if h is not None:
             h(node)
@@ -226,13 +275,14 @@ class _Walker(TokenWalker):
                                        "cond": self.cond_depth > 0}
         self.scopes.append(_Frame(qual, kind, node, line, self.loop_depth))
         # A def starts a fresh loop context: its body runs once per call, not per iteration.
-        self.guards.append([None, False])  # barrier: guards of the outer scope do not apply
+        self.guards.append(_Guard(None))  # barrier: guards of the outer scope do not apply
 
     def on_end(self, node: cst.CSTNode, start: int, end: int) -> None:
         if isinstance(node, cst.Call):
             return
         self.scopes.pop()
-        self.guards.pop()
+        while self.guards.pop().node is not None:  # up to the barrier (early returns above it)
+            pass
         p = self.pending_defs.pop(id(node))
         if isinstance(node, cst.ClassDef):
             bases = tuple(b for b in (_name_of(a.value) for a in node.bases if a.keyword is None) if b)
@@ -277,11 +327,138 @@ class _Walker(TokenWalker):
         value = to_expr(node.value)
         for t in node.targets:
             self._bind(t.target, value, node.value)
+        self._store([t.target for t in node.targets], node.value)
 
     def _ann_assign(self, node: cst.AnnAssign) -> None:
         self.cur_assign = node
         if node.value is not None:
             self._bind(node.target, to_expr(node.value), node.value)
+            self._store([node.target], node.value)
+
+    def _shared(self, node: cst.Global | cst.Nonlocal) -> None:
+        self.scopes[-1].shared.update(n.name.value for n in node.names)
+
+    # -- where values are kept, and which tests check them ---------------------------------------
+    def _location(self, node: cst.BaseExpression) -> str | None:
+        """The stored location an expression reads or writes: ``self._w``, ``cache[key]``, a global;
+        ``getattr(o, "n", d)`` is ``o.n``, ``d.get(k)`` is ``d[k]``, a local read from one is that one."""
+        frame = self.scopes[-1]
+        if isinstance(node, cst.Name):
+            if node.value in frame.aliases:
+                return frame.aliases[node.value]
+            return node.value if frame.kind not in ("function", "method") or node.value in frame.shared else None
+        if isinstance(node, cst.Attribute):
+            return _name_of(node)
+        if isinstance(node, cst.Subscript):
+            base = self._location(node.value)  # a local dict made per call is no location
+            keys = [el.slice.value for el in node.slice if isinstance(el.slice, cst.Index)]
+            if base is None or len(keys) != len(node.slice) or not keys:
+                return None
+            key = render(to_expr(keys[0])) if len(keys) == 1 else render(Seq(tuple(to_expr(k) for k in keys)))
+            return f"{base}[{key}]"
+        if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+            fname = _name_of(node.func)
+            args = [a.value for a in node.args if a.keyword is None and not a.star]
+            if fname == "getattr" and len(args) >= 2 and isinstance(args[1], cst.SimpleString):
+                obj = _name_of(args[0]) if isinstance(args[0], (cst.Name, cst.Attribute)) else None
+                name = args[1].evaluated_value
+                return f"{obj}.{name}" if obj and isinstance(name, str) else None
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and args:
+                base = self._location(node.func.value)
+                return f"{base}[{render(to_expr(args[0]))}]" if base else None
+        return None
+
+    def _absent(self, test: cst.BaseExpression) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(locations known unset when ``test`` is true, ... when it is false).
+
+        ``x is None``, ``not x``, ``not hasattr(o, "n")``, ``k not in d`` and their negations; ``and``
+        keeps what each side knows when true, ``or`` what each knows when false, and when true what
+        either knows (``if self._w is None or stale:`` is a memo that also recasts when stale).
+        """
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            t, f = self._absent(test.expression)
+            return f, t
+        if isinstance(test, cst.BooleanOperation):
+            lt, lf = self._absent(test.left)
+            rt, rf = self._absent(test.right)
+            if isinstance(test.operator, cst.And):
+                return lt + rt, ()
+            return lt + rt, lf + rf
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            c = test.comparisons[0]
+            op, right = c.operator, c.comparator
+            if isinstance(op, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)) and (
+                    isinstance(right, cst.Name) and right.value == "None"):
+                loc = self._location(test.left)
+                if loc is None:
+                    return (), ()
+                return ((loc,), ()) if isinstance(op, (cst.Is, cst.Equal)) else ((), (loc,))
+            if isinstance(op, (cst.In, cst.NotIn)):
+                base = self._location(right)
+                if base is None:
+                    return (), ()
+                loc = f"{base}[{render(to_expr(test.left))}]"
+                return ((loc,), ()) if isinstance(op, cst.NotIn) else ((), (loc,))
+            return (), ()
+        if (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "hasattr"
+                and len(test.args) == 2 and isinstance(test.args[1].value, cst.SimpleString)):
+            obj = _name_of(test.args[0].value) if isinstance(test.args[0].value, (cst.Name, cst.Attribute)) else None
+            name = test.args[1].value.evaluated_value
+            return ((), (f"{obj}.{name}",)) if obj and isinstance(name, str) else ((), ())
+        loc = self._location(test)
+        return ((), (loc,)) if loc is not None else ((), ())
+
+    def _carried(self, value: cst.BaseExpression) -> list[int]:
+        """The casts whose results the local names read in ``value`` hold (``w`` in ``cache[k] = w.t()``)."""
+        held = self.scopes[-1].held
+        if not held:
+            return []
+        out: list[int] = []
+        stack: list[cst.CSTNode] = [value]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name):
+                out += held.get(n.value, ())
+            elif isinstance(n, cst.Attribute):
+                stack.append(n.value)  # ``w.attr``: not the name ``attr``
+            elif not isinstance(n, cst.Lambda):  # a lambda's body runs later, if ever
+                stack.extend(n.children)
+        return out
+
+    def _store(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        """Record that ``value`` is kept in ``targets``: casts inside it, or casts a local name read in it holds."""
+        frame = self.scopes[-1]
+        carried = self._carried(value)  # before a target rebinds a name the value reads
+        keys: list[str] = []
+        for t in targets:
+            if isinstance(t, cst.Name) and frame.kind in ("function", "method") and t.value not in frame.shared:
+                frame.held.pop(t.value, None)  # rebinding a local: it no longer holds earlier casts
+                frame.aliases.pop(t.value, None)
+                keys.append("=" + t.value)
+                if not isinstance(value, cst.Name):
+                    loc = self._location(value)
+                    if loc is not None:
+                        frame.aliases[t.value] = loc
+                continue
+            loc = self._location(t) if isinstance(t, (cst.Name, cst.Attribute, cst.Subscript)) else None
+            if loc is not None:
+                keys.append(loc)
+                if isinstance(value, cst.Name) and value.value not in frame.shared:
+                    frame.aliases[value.value] = loc  # `obj.cache = cache`: the local now names that location
+        self._keep(keys, value, carried)
+
+    def _keep(self, keys: list[str], value: cst.BaseExpression, carried: list[int] | None = None) -> None:
+        """``value`` is kept in ``keys`` (``=name`` for a local name)."""
+        if not keys:
+            return
+        frame = self.scopes[-1]
+        for i in self._carried(value) if carried is None else carried:  # `self._w = w` after `w = x.to(t)`
+            for k in keys:
+                if k.startswith("="):
+                    frame.held.setdefault(k[1:], []).append(i)
+                elif k not in self.cast_stores[i]:
+                    self.cast_stores[i].append(k)
+        self.marks[id(value)] = (0, None, keys)
 
     def _aug_assign(self, node: cst.AugAssign) -> None:
         target = _name_of(node.target)
@@ -330,20 +507,34 @@ class _Walker(TokenWalker):
         if node.value is not None:
             self.returns.append(Return(to_expr(node.value), self.line, self.scope))
 
+    def _branch_ends(self, node: cst.CSTNode) -> None:
+        """``node`` starts the ``else``/``elif`` of the innermost if: its body is left behind."""
+        i = len(self.guards) - 1
+        while i >= 0 and self.guards[i].early:
+            i -= 1
+        top = self.guards[i] if i >= 0 else None
+        if top is not None and top.node is not None and top.node.orelse is node:
+            del self.guards[i + 1:]  # early returns in the body guard only the rest of the body
+            top.negated = True
+
     def _if_enter(self, node: cst.If) -> None:
-        top = self.guards[-1] if self.guards else None
-        if top is not None and top[0] is not None and top[0].orelse is node:
-            top[1] = True  # an ``elif``: we left the parent's body
-        self.guards.append([node, False])
+        self._branch_ends(node)  # an ``elif``: we left the parent's body
+        when_true, when_false = self._absent(node.test)
+        entry = _Guard(node, when_true, when_false)  # inactive while its own test runs
+        self.guards.append(entry)
+        self.marks[id(node.body)] = (0, entry, None)
         self.cond_depth += 1
 
     def _else_enter(self, node: cst.Else) -> None:
-        if self.guards and self.guards[-1][0] is not None and self.guards[-1][0].orelse is node:
-            self.guards[-1][1] = True
+        self._branch_ends(node)
 
     def _if_leave(self, node: cst.If) -> None:
-        self.guards.pop()
+        while self.guards.pop().node is not node:
+            pass
         self.cond_depth -= 1
+        if node.orelse is None and _returns(node.body):
+            # `if self._w is not None: return self._w`: what follows runs only when the test was false.
+            self.guards.append(_Guard(node, *self._absent(node.test), early=True))
 
     def _cond_enter(self, node: cst.CSTNode) -> None:
         self.cond_depth += 1
@@ -351,8 +542,17 @@ class _Walker(TokenWalker):
     def _cond_leave(self, node: cst.CSTNode) -> None:
         self.cond_depth -= 1
 
-    def _loop_enter(self, node: cst.CSTNode) -> None:
+    def _for_enter(self, node: cst.For) -> None:
+        self.marks[id(node.body)] = (1, None, None)  # the iterable and the else block run once
+
+    def _while_enter(self, node: cst.While) -> None:
+        self.loop_depth += 1  # the test runs on every iteration, the else block once
+        if node.orelse is not None:
+            self.marks[id(node.orelse)] = (-1, None, None)
+
+    def _comp_enter(self, node: cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp) -> None:
         self.loop_depth += 1
+        self.marks[id(node.for_in.iter)] = (-1, None, None)  # the first iterable is evaluated once, outside
 
     def _loop_leave(self, node: cst.CSTNode) -> None:
         self.loop_depth -= 1
@@ -367,6 +567,11 @@ class _Walker(TokenWalker):
         elif (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
               and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
             self.calls.append(CallSite(f"super().{func.attr.value}", line, scope))
+        if (fname == "setattr" and len(node.args) == 3 and isinstance(node.args[1].value, cst.SimpleString)
+                and isinstance(node.args[0].value, (cst.Name, cst.Attribute))):
+            obj, attr = _name_of(node.args[0].value), node.args[1].value.evaluated_value
+            if obj and isinstance(attr, str):
+                self._keep([f"{obj}.{attr}"], node.args[2].value)
         if fname in ("getattr", "importlib.import_module", "import_module", "__import__"):
             self._dynamic(node, fname)
         if isinstance(func, cst.Attribute) and func.attr.value in self.cast_methods:
@@ -395,10 +600,19 @@ class _Walker(TokenWalker):
         call = to_expr(node)
         assert isinstance(call, Call)
         guards = tuple(
-            Guard(_WS.sub(" ", self.module.code_for_node(g[0].test)).strip()[:160], g[1])
+            Guard(_WS.sub(" ", self.module.code_for_node(g.node.test)).strip()[:160], g.negated,
+                  g.when_false if g.negated else g.when_true)
             for g in self._guards_in_scope()
         )
-        code = self.module.code_for_node(node)
+        stores: list[str] = []
+        for k in self.storing[-1] if self.storing else ():
+            if k.startswith("="):  # a local name: it keeps the result only if stored later
+                self.scopes[-1].held.setdefault(k[1:], []).append(len(self.casts))
+            else:
+                stores.append(k)
+        self.cast_stores.append(stores)
+        # The call alone: parentheses around it (and the comments and lines inside them) are not its text.
+        code = self.module.code_for_node(node.with_changes(lpar=(), rpar=()) if node.lpar else node)
         text = _WS.sub(" ", code).strip()
         # The end line: the call's own text may span lines (arguments on their own lines).
         end = line + code.strip().count("\n")
@@ -408,12 +622,13 @@ class _Walker(TokenWalker):
                  self._assigned_target(node))
         )
 
-    def _guards_in_scope(self) -> list[list[Any]]:
-        out: list[list[Any]] = []
+    def _guards_in_scope(self) -> list[_Guard]:
+        out: list[_Guard] = []
         for g in reversed(self.guards):
-            if g[0] is None:  # scope barrier
+            if g.node is None:  # scope barrier
                 break
-            out.append(g)
+            if g.active:
+                out.append(g)
         out.reverse()
         return out
 
@@ -516,7 +731,7 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         assigns=tuple(w.assigns),
         calls=tuple(w.calls),
         returns=tuple(w.returns),
-        casts=tuple(w.casts),
+        casts=tuple(replace(c, stores=tuple(st)) if st else c for c, st in zip(w.casts, w.cast_stores, strict=True)),
         dynamic=tuple(w.dynamic),
         all_names=tuple(w.all_names) if w.all_names is not None else None,
     )

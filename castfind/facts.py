@@ -17,7 +17,7 @@ from castfind import casts
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"5-{casts.digest()}"
+EXTRACTOR_VERSION = f"8-{casts.digest()}"
 
 DefKind = Literal["function", "method", "class"]
 
@@ -181,10 +181,18 @@ class Return:
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """An enclosing ``if``: its test as text and whether the cast is in its ``else`` branch."""
+    """An enclosing ``if``: its test as text and whether the cast is in its ``else`` branch.
+
+    ``absent``: the stored locations this branch knows to be unset — ``self._w`` under
+    ``if self._w is None:`` or ``if not hasattr(self, "_w"):``, ``cache[key]`` under
+    ``if key not in cache:`` (location keys as in :attr:`Cast.stores`). An ``if`` that returns
+    early (``if self._w is not None: return self._w``) guards the rest of its block as if the cast
+    were in its ``else`` branch (``negated``).
+    """
 
     test: str
     negated: bool
+    absent: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +211,10 @@ class Cast:
     loop_depth: int
     guards: tuple[Guard, ...] = ()
     assigned_to: str | None = None  # ``self.w`` in ``self.w = self.w.to(...)``
+    #: Where the cast's result is kept beyond the call: ``self._w`` (an attribute, or ``setattr(self,
+    #: "_w", ...)``), ``self._cache[key]`` (an entry), ``_W`` (a module global or nonlocal), directly
+    #: or through a local name stored later in the function. Locals alone are not stores.
+    stores: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

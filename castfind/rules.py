@@ -210,7 +210,7 @@ class RuleSet:
     buffers: dict[str, BufferKind]
     entry_points: tuple[str, ...]
     once_functions: tuple[str, ...]
-    once_guards: tuple[str, ...]
+    once_decorators: tuple[str, ...]
     once_store_to_self: bool
     scalar_index: tuple[str, ...]
     views: tuple[str, ...]
@@ -226,6 +226,10 @@ class RuleSet:
 
     def is_once_function(self, name: str) -> bool:
         return globs_match(self.once_functions, name)
+
+    def is_once_decorator(self, name: str) -> bool:
+        """``functools.lru_cache`` matches ``lru_cache`` too (the name as imported, or its last part)."""
+        return globs_match(self.once_decorators, name) or globs_match(self.once_decorators, name.rsplit(".", 1)[-1])
 
     def is_scalar_index(self, name: str) -> bool:
         return globs_match(self.scalar_index, name.rsplit(".", 1)[-1])
@@ -563,11 +567,15 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
         for name, spec in buffers.items():
             _parse_kind(f, buffers, name, spec, acc["buffers"])
     acc["entry_points"] += f.strings(data, "entry_points", "entry_points")
-    once = f.mapping(data, "once", "once", " {functions: [...], guards: [...], store_to_self: BOOL}")
+    once = f.mapping(data, "once", "once", " {functions: [...], decorators: [...], store_to_self: BOOL}")
     if once is not None:
-        f.keys(once, ("functions", "guards", "store_to_self"), "once")
+        if "guards" in once:  # the old substring list: memo guards are now recognised by structure
+            f.err(_key_line(once, "guards"), "once.guards",
+                  "no longer read: a cast is memoised when a test of the location it is stored to guards it "
+                  "(`if self._w is None:`, `if key not in cache:`, an early return); remove this key")
+        f.keys(once, ("functions", "decorators", "store_to_self", "guards"), "once")
         acc["once_functions"] += f.strings(once, "functions", "once.functions")
-        acc["once_guards"] += f.strings(once, "guards", "once.guards")
+        acc["once_decorators"] += f.strings(once, "decorators", "once.decorators")
         store = f.boolean(once, "store_to_self", "once.store_to_self")
         if store is not None:
             acc["once_store_to_self"] = store
@@ -766,7 +774,7 @@ def load_rules(dirs: list[str | Path] | None = None, include_default: bool = Tru
 def validate(dirs: list[str | Path] | None = None, include_default: bool = True) -> tuple[RuleSet | None, list[RuleError]]:
     """Every problem in the rule files (empty list when all are valid) and the merged set."""
     errors: list[RuleError] = []
-    acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_guards": (),
+    acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_decorators": (),
                            "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
                            "casts": dict(cast_table.by_name()), "entry_point_rank": {}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
@@ -785,7 +793,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
             if k not in acc["buffers"]:
                 errors.append(RuleError(r.source, r.line, f"rule {r.id}.receiver.buffer",
                                         f"unknown buffer kind {k!r}; define it under 'buffers'"))
-    rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_guards"],
+    rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_decorators"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
                  tuple(str(f) for f in files), acc["entry_point_rank"])
     return rs, errors

@@ -115,8 +115,6 @@ def test_a_gather_or_batch_slice_is_not_whole(index: str) -> None:
     assert origin(f"self.k_buffer[{index}].to(t)") is None
 
 
-@pytest.mark.xfail(strict=True, reason="provenance: buf[None] adds an axis (a view), but the extractor gives None as "
-                                       "a Name, which whole_index treats as an unknown index name")
 def test_a_new_axis_index_keeps_it_whole() -> None:
     assert kind("self.k_buffer[None].to(t)") == "kv-cache"
 

@@ -101,6 +101,8 @@ CASES = {
     "duplicate-nested": ("buffers:\n  mine:\n    getters: [a]\n    getters: [b]\n", 4,
                          "buffers.mine.getters", "duplicate"),
     "duplicate-flow": ("casts:\n  to: {operand: receiver, operand: argument}\n", 2, "casts.to.operand", "duplicate"),
+    "once-guards-removed": ("once:\n  functions: [f]\n  guards: [\"is None\"]\n", 3, "once.guards", "no longer read"),
+    "once-decorators-not-strings": ("once:\n  decorators: {a: 1}\n", 2, "once.decorators", "list of strings"),
 }
 
 

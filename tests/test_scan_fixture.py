@@ -112,3 +112,15 @@ def test_explain_says_why_a_cast_is_quiet():
     assert "not a whole buffer" in r.stdout
     r = run_castfind("scan", str(FIX), "--no-cache", "--explain", f"{BACKEND}:14")
     assert "hot path" in r.stdout and "CF101" in r.stdout
+
+
+def test_once_fixture_each_memo_mechanism_and_its_look_alike():
+    """fixtures/once: ``# once`` lines are CF103, ``# every-call`` lines a rule for casts that run every call."""
+    root = REPO / "fixtures" / "once"
+    src = (root / "oncepkg" / "oncepkg" / "model.py").read_text().splitlines()
+    want = {i: ("once" if line.endswith(")  # once") else "every") for i, line in enumerate(src, 1)
+            if line.endswith(")  # once") or ")  # every-call" in line}
+    out = scan(Index(discover([str(root)]), jobs=1), load_rules())
+    got = {f.line: ("once" if f.rule == "CF103" else "every") for f in out.findings}
+    assert got == want
+    assert sum(v == "once" for v in want.values()) == 7 and sum(v == "every" for v in want.values()) == 9
