@@ -85,8 +85,10 @@ class Checker:
         origin = self.prov.origin(facts, cast.scope, operand, cast.line)
         if origin is None:
             return None
+        # The kind's exclusions look at the buffer (its identifiers, the class that holds it), never at
+        # the function the cast is in: a weight read in `forward_normal` is still a weight.
         kind = self.rules.buffers[origin.kind]
-        if kind.excluded(origin.path, cast.scope):
+        if kind.excluded(origin.names, origin.classes):
             return None
         return origin
 

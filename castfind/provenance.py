@@ -1,11 +1,23 @@
 """Provenance: is a cast's operand a *whole buffer*? Walk it back inside its function.
 
-Views (``view``, ``reshape``, ``permute``, basic slices on later axes, a scalar index like
-``[layer_id]``) keep a buffer whole; a local name is followed to its assignment; the walk stops at
-a call, an attribute or a parameter. It ends *whole* at a getter named by the rules, a getter the
-index infers (every ``return`` of it is itself a whole buffer), or an attribute named by the rules.
-Gathering with an index tensor (``buf[kv_indices]``) or slicing the first axis to the batch
-(``buf[:bs]``) is not a whole buffer.
+Views (``view``, ``reshape``, ``permute``, the ``.T``/``.mT``/``.H``/``.mH`` properties, basic slices on
+later axes, a scalar index like ``[layer_id]``) keep a buffer whole; a local name is followed to its
+assignment, tuple unpacking included; the walk stops at a call, an attribute or a parameter. It ends
+*whole* at a getter named by the rules, a getter the index infers (every ``return`` of it is itself a
+whole buffer, or a tuple of them), or an attribute named by the rules. Gathering with an index tensor
+(``buf[kv_indices]``) or slicing the first axis to the batch (``buf[:bs]``) is not a whole buffer.
+
+**The token axis.** Axis 0 of a pool or an activation is its token (or batch) axis: that is the axis a
+gather or a batch slice cuts. A method that cuts a tensor into pieces along one axis (``split``,
+``chunk``, ``unbind``, ...) keeps every piece whole only when the call names that axis as an integer
+other than 0 (``kv.split(d, dim=-1)``: each piece still covers every token). No axis argument means
+axis 0, and an axis held in a variable is unknown: both leave the pieces not whole, so a look-alike
+(``q, k = qkv.split(...)`` of a per-batch activation) stays quiet.
+
+**Unpacking.** ``k, v = X`` takes element *i* of ``X``: of a tuple display, that element; of a getter
+(named or inferred), a whole buffer (a getter's return is a whole buffer or a tuple of them); of a
+``split``-like call, one piece (the rule above); of any other tensor, ``X[i]``, which a constant index
+keeps whole.
 """
 
 from __future__ import annotations
@@ -13,19 +25,66 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from castfind.facts import Attr, Call, Const, Expr, FileFacts, Name, Other, Slice, Subscript, dotted, render
+from castfind.facts import (
+    Assign,
+    Attr,
+    Call,
+    Const,
+    Expr,
+    FileFacts,
+    Name,
+    Other,
+    Seq,
+    Slice,
+    Subscript,
+    dotted,
+    render,
+)
 from castfind.rules import RuleSet
 
 _MAX_STEPS = 24
 
+#: Tensor properties that are views of the whole tensor (transposes and conjugate transposes).
+VIEW_ATTRIBUTES = ("T", "mT", "H", "mH")
+
+#: Methods that cut a tensor into pieces along one axis: the position of their axis argument (its name is
+#: ``dim``). They keep each piece whole only along a non-token axis (see the module docstring).
+SPLITS = {"split": 1, "chunk": 1, "unbind": 0, "tensor_split": 1, "split_with_sizes": 1}
+
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """Where a whole buffer comes from: its kind, the receiver text that names it, the hops walked."""
+    """Where a whole buffer comes from: its kind, the text that names it, the hops walked.
+
+    ``names`` are the identifiers of the buffer expression itself (``self.input_layernorm.weight`` →
+    ``self``, ``input_layernorm``, ``weight``; a getter call's names, never its arguments or indices);
+    ``classes`` the classes of the object that holds the buffer when the file says (the class of
+    ``self``; for ``self.norm.weight``, the classes ``self.norm`` is constructed from in that class).
+    The buffer kind's ``exclude`` patterns are matched against these, never against the function.
+    """
 
     kind: str
     path: str
     hops: tuple[str, ...]
+    names: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
+
+
+def split_axis(call: Call, method: str, skip: int = 0) -> Expr | None:
+    """The axis argument of a ``split``-like call (``skip``: leading operand arguments of ``torch.split``)."""
+    for k, v in call.kwargs:
+        if k == "dim":
+            return v
+    pos = SPLITS[method] + skip
+    return call.args[pos] if pos < len(call.args) else None
+
+
+def non_token_axis(axis: Expr | None) -> bool:
+    """Is ``axis`` an integer literal other than 0 (so the split keeps every token)?"""
+    if not isinstance(axis, Const):
+        return False  # absent (axis 0) or a name: not known to spare the token axis
+    text = axis.text.strip()
+    return text.lstrip("-").isdigit() and int(text) != 0
 
 
 class Provenance:
@@ -65,23 +124,61 @@ class Provenance:
             return None
         return self._getters.get(name) or self.getter_kind(name)
 
+    def _view_call(self, call: Call) -> tuple[str, Expr, int] | None:
+        """``(method, operand, leading args)`` when ``call`` is a view: ``x.view(...)`` or ``torch.view(x, ...)``."""
+        f = call.func
+        if not isinstance(f, Attr) or f.attr not in self._views:
+            return None
+        if dotted(f.value) == "torch" and call.args:
+            return f.attr, call.args[0], 1
+        return f.attr, f.value, 0
+
     def origin(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> Origin | None:
         """The whole buffer ``expr`` is, or None."""
         hops: list[str] = []
         seen: set[tuple[str, int]] = set()
+        # Elements taken by tuple unpacking, innermost last: `k, v = X` then `k` is element 0 of X.
+        elems: list[int] = []
         for _ in range(_MAX_STEPS):
+            if elems and not isinstance(expr, (Name, Seq, Call)):
+                expr = self._take_rows(expr, elems, hops)
             if isinstance(expr, Call):
-                f = expr.func
-                if isinstance(f, Attr) and f.attr in self._views:
-                    hops.append(f".{f.attr}() is a view")
-                    expr = f.value
+                view = self._view_call(expr)
+                if view is not None:
+                    method, operand, skip = view
+                    if method in SPLITS:
+                        axis = split_axis(expr, method, skip)
+                        if not non_token_axis(axis):
+                            return None  # pieces along the token axis (or an unknown one): rows, not the buffer
+                        piece = f"element {elems.pop()} of " if elems else ""
+                        hops.append(f"{piece}.{method}(dim={render(axis)}) cuts a non-token axis: each piece is whole")
+                    else:
+                        if elems:
+                            expr = self._take_rows(expr, elems, hops)
+                            continue
+                        hops.append(f".{method}() is a view")
+                    expr = operand
                     continue
-                kind = self.kind_of_call(f)
+                kind = self.kind_of_call(expr.func)
                 if kind is not None:
+                    f = expr.func
                     name = f.attr if isinstance(f, Attr) else render(f)
-                    hops.append(f"{name}() returns the whole {kind}")
-                    return Origin(kind, render(expr), tuple(hops))
+                    if elems:
+                        hops.append(f"element {elems[-1]} of {name}() is a whole {kind}: a getter returns whole "
+                                    "buffers or a tuple of them")
+                    else:
+                        hops.append(f"{name}() returns the whole {kind}")
+                    return self._end(facts, scope, kind, expr, hops)
                 return None
+            if isinstance(expr, Seq):
+                if elems:
+                    i = elems.pop()
+                    if i >= len(expr.elts):
+                        return None
+                    hops.append(f"element {i} of {render(expr)}")
+                    expr = expr.elts[i]
+                    continue
+                return self._tuple_origin(facts, scope, expr, line, hops)
             if isinstance(expr, Subscript):
                 if not self.whole_index(expr.index):
                     return None
@@ -89,33 +186,122 @@ class Provenance:
                 expr = expr.value
                 continue
             if isinstance(expr, Attr):
+                if expr.attr in VIEW_ATTRIBUTES:
+                    hops.append(f".{expr.attr} is a view")
+                    expr = expr.value
+                    continue
                 for buffer in self.rules.buffers.values():
                     if buffer.attribute_matches(expr.attr):
                         hops.append(f".{expr.attr} is a {buffer.name} buffer")
-                        return Origin(buffer.name, render(expr), tuple(hops))
+                        return self._end(facts, scope, buffer.name, expr, hops)
                 return None
             if isinstance(expr, Name):
                 a = self._assignment(facts, scope, expr.id, line)
                 if a is None or (a.target, a.line) in seen:
                     return None
                 seen.add((a.target, a.line))
-                hops.append(f"{expr.id} = {render(a.value)} (line {a.line})")
+                if a.index is not None:
+                    elems.append(a.index)
+                    hops.append(f"{expr.id} = element {a.index} of {render(a.value)} (line {a.line})")
+                else:
+                    hops.append(f"{expr.id} = {render(a.value)} (line {a.line})")
                 expr, line = a.value, a.line
                 continue
             return None
         return None
 
     @staticmethod
-    def _assignment(facts: FileFacts, scope: str, name: str, line: int):
-        """The latest plain assignment to ``name`` in ``scope`` before ``line`` (not tuple unpacking)."""
+    def _take_rows(expr: Expr, elems: list[int], hops: list[str]) -> Expr:
+        """Unpacking a tensor iterates its first axis: element ``i`` is ``expr[i]`` (a constant index)."""
+        index: tuple[Expr | Slice, ...] = tuple(Const(str(i)) for i in reversed(elems))
+        elems.clear()
+        hops.append(f"unpacking {render(expr)} takes {render(Subscript(expr, index))}")
+        return Subscript(expr, index)
+
+    def _tuple_origin(self, facts: FileFacts, scope: str, expr: Seq, line: int, hops: list[str]) -> Origin | None:
+        """A tuple display of whole buffers of one kind (``return self.k_buffer[i], self.v_buffer[i]``)."""
+        if not expr.elts:
+            return None
+        found = [self.origin(facts, scope, e, line) for e in expr.elts]
+        kinds = {o.kind for o in found if o is not None}
+        if any(o is None for o in found) or len(kinds) != 1:
+            return None
+        kind = kinds.pop()
+        hops.append(f"{render(expr)} is a tuple of whole {kind} buffers")
+        names = tuple(dict.fromkeys(n for o in found if o is not None for n in o.names))
+        classes = tuple(dict.fromkeys(c for o in found if o is not None for c in o.classes))
+        return Origin(kind, render(expr), tuple(hops), names, classes)
+
+    def _end(self, facts: FileFacts, scope: str, kind: str, expr: Expr, hops: list[str]) -> Origin:
+        return Origin(kind, render(expr), tuple(hops), buffer_names(expr), holder_classes(facts, scope, expr))
+
+    @staticmethod
+    def _assignment(facts: FileFacts, scope: str, name: str, line: int) -> Assign | None:
+        """The latest assignment to ``name`` in ``scope`` before ``line`` (tuple unpacking included)."""
         best = None
         for a in facts.assigns:
-            if (a.scope == scope and a.target == name and a.line <= line and a.index is None
+            if (a.scope == scope and a.target == name and a.line <= line
                     and (best is None or a.line >= best.line)):
                 best = a
         if best is not None and best.line == line:
             # `x = x.to(...)`: the value on the cast's own line is the cast itself, look earlier.
-            earlier = [a for a in facts.assigns
-                       if a.scope == scope and a.target == name and a.line < line and a.index is None]
+            earlier = [a for a in facts.assigns if a.scope == scope and a.target == name and a.line < line]
             return max(earlier, key=lambda a: a.line) if earlier else None
         return best
+
+
+def buffer_names(expr: Expr) -> tuple[str, ...]:
+    """The identifiers of a buffer expression, outermost first: its names and attributes, a call's function
+    (not its arguments), a subscript's value (not its index)."""
+    out: list[str] = []
+    while True:
+        if isinstance(expr, Attr):
+            out.append(expr.attr)
+            expr = expr.value
+        elif isinstance(expr, Call):
+            expr = expr.func
+        elif isinstance(expr, Subscript):
+            expr = expr.value
+        else:
+            if isinstance(expr, Name):
+                out.append(expr.id)
+            return tuple(reversed(out))
+
+
+def enclosing_class(facts: FileFacts, scope: str) -> str | None:
+    """The qualname of the innermost class whose method ``scope`` is in (None at module level or in a function)."""
+    classes = {d.qualname for d in facts.definitions if d.kind == "class"}
+    parts = scope.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        if ".".join(parts[:n]) in classes:
+            return ".".join(parts[:n])
+    return None
+
+
+def holder_classes(facts: FileFacts, scope: str, expr: Expr) -> tuple[str, ...]:
+    """The classes of the object holding the buffer ``expr``, as far as the file says.
+
+    ``self.weight``: the class of the method. ``self.norm.weight``: every class ``self.norm`` is built
+    from (``self.norm = RMSNorm(...)``) in a method of that class; none when any assignment of it is
+    not a constructor call (a parameter, a conditional expression). Anything else: none known.
+    """
+    if not isinstance(expr, Attr):
+        return ()
+    holder = expr.value
+    cls = enclosing_class(facts, scope)
+    if cls is None:
+        return ()
+    if isinstance(holder, Name) and holder.id == "self":
+        return (cls.rsplit(".", 1)[-1],)
+    target = dotted(holder)
+    if target is None or not target.startswith("self.") or target.count(".") != 1:
+        return ()
+    found: list[str] = []
+    for a in facts.assigns:
+        if a.target != target or a.index is not None or not a.scope.startswith(cls + "."):
+            continue
+        built = dotted(a.value.func) if isinstance(a.value, Call) else None
+        if built is None:
+            return ()
+        found.append(built.rsplit(".", 1)[-1])
+    return tuple(dict.fromkeys(found))

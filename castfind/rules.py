@@ -4,7 +4,7 @@ A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contex
 patterns, ``dtype_args``, ``casts`` overrides, ``rank`` (how findings are ordered) and ``rules``.
 Files are merged in order: later files extend the lists, add rules and override ``casts`` entries,
 ``rank.entry_points`` entries and ``once.store_to_self``. A buffer kind named again (``kv-cache`` in
-a user file) is *extended*: its getters, attributes, ``exclude`` and ``exclude_in`` patterns are added
+a user file) is *extended*: its getters, attributes and ``exclude`` patterns are added
 to the earlier ones and ``infer_getters`` and ``weight``, when given, override; with ``replace: true``
 the new definition replaces the earlier one instead.
 
@@ -23,6 +23,9 @@ or index access, no nested fields, no width or precision over :data:`MAX_FORMAT_
 Patterns (entry points, once functions, index names, dtype arguments, buffer attributes and
 excludes) are shell globs, matched as :func:`fnmatch.fnmatchcase` does by :func:`glob_regex`, which
 does not depend on the text of :func:`fnmatch.translate` (that changed in Python 3.14).
+A buffer kind's ``exclude`` patterns say which field they apply to: ``exclude.name`` patterns match
+each token (:func:`identifier_tokens`) of each identifier of the buffer expression, ``exclude.class``
+patterns the tokens of the class that holds the buffer; nothing matches the enclosing function's name.
 
 Every problem is a :class:`RuleError` with the file, line and offending key: a wrong type (a list
 where a mapping belongs, a quoted ``'no'`` where a boolean belongs), an unknown or repeated key,
@@ -148,6 +151,20 @@ def globs_match(patterns: tuple[str, ...], name: str) -> bool:
 # --- the rule set ---------------------------------------------------------------------------------
 
 
+#: One identifier token: a run of lowercase letters (with its capital), an acronym, or digits.
+_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def identifier_tokens(name: str) -> tuple[str, ...]:
+    """The lowercase tokens of an identifier, split at ``_``, case humps and digits.
+
+    ``input_layernorm`` → ``input``, ``layernorm``; ``Qwen2RMSNorm`` → ``qwen``, ``2``, ``rms``, ``norm``;
+    ``norm1`` → ``norm``, ``1``. A buffer kind's ``exclude`` patterns are matched against these tokens,
+    one at a time, so ``*norm`` matches ``layernorm`` and ``norm`` but never ``normal``.
+    """
+    return tuple(t.lower() for t in _TOKEN.findall(name))
+
+
 @dataclass(frozen=True, slots=True)
 class BufferKind:
     """A kind of whole buffer: getter method names and attribute name patterns (globs)."""
@@ -155,22 +172,30 @@ class BufferKind:
     name: str
     getters: tuple[str, ...]
     attributes: tuple[str, ...]
-    exclude: tuple[str, ...] = ()  # patterns on the dotted receiver path (``*norm*.weight``)
-    exclude_in: tuple[str, ...] = ()  # patterns on the enclosing function's qualname
+    #: ``exclude.name``: token patterns on the identifiers of the buffer expression (``self.q_norm.weight``)
+    exclude_names: tuple[str, ...] = ()
+    #: ``exclude.class``: token patterns on the class of the object that holds the buffer (``RMSNorm``)
+    exclude_classes: tuple[str, ...] = ()
     infer_getters: bool = True
     weight: float = 1.0  # this kind's part of a finding's static score (a KV pool outranks a weight)
 
     def attribute_matches(self, attr: str) -> bool:
         return globs_match(self.attributes, attr)
 
-    def excluded(self, path: str, function: str) -> bool:
-        return globs_match(self.exclude, path) or globs_match(self.exclude_in, function)
+    def excluded(self, names: Iterable[str], classes: Iterable[str] = ()) -> bool:
+        """Is a buffer so named excluded? ``names``: the identifiers of its expression; ``classes``: the
+        classes its holder may be (excluded only when every one of them matches). Never the function."""
+        if any(globs_match(self.exclude_names, t) for n in names for t in identifier_tokens(n)):
+            return True
+        known = list(classes)
+        return bool(known) and bool(self.exclude_classes) and all(
+            any(globs_match(self.exclude_classes, t) for t in identifier_tokens(c)) for c in known)
 
     def extended(self, other: BufferKind, infer_getters: bool | None, weight: float | None = None) -> BufferKind:
         """This kind with ``other``'s names added (a later file naming the same kind); given flags override."""
         return BufferKind(
             self.name, _union(self.getters, other.getters), _union(self.attributes, other.attributes),
-            _union(self.exclude, other.exclude), _union(self.exclude_in, other.exclude_in),
+            _union(self.exclude_names, other.exclude_names), _union(self.exclude_classes, other.exclude_classes),
             self.infer_getters if infer_getters is None else infer_getters,
             self.weight if weight is None else weight,
         )
@@ -285,7 +310,9 @@ class RuleSet:
 
 
 _TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "rules")
-_KIND_KEYS = ("getters", "attributes", "exclude", "exclude_in", "infer_getters", "replace", "weight")
+_KIND_KEYS = ("getters", "attributes", "exclude", "infer_getters", "replace", "weight")
+#: The fields an ``exclude`` pattern may apply to (YAML key → what it matches).
+_EXCLUDE_KEYS = ("name", "class")
 _RULE_KEYS = ("id", "name", "severity", "message", "cast", "receiver", "hot", "once", "fix", "examples")
 _REQUIRED = ("id", "name", "severity", "message", "cast", "receiver", "examples")
 _ID = re.compile(r"^CF\d{3}$")
@@ -670,13 +697,18 @@ def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, 
     if not isinstance(spec, _Map):
         f.err(line, where, f"expected a mapping with getters/attributes, got {_what(spec)}")
         return
-    f.keys(spec, _KIND_KEYS, where)
+    if "exclude_in" in spec:
+        f.err(_key_line(spec, "exclude_in"), f"{where}.exclude_in",
+              "no longer supported: it matched the enclosing function's name, which says nothing about the buffer "
+              "(forward_normal is not a norm); write exclude: {class: [PATTERN, ...]} for the class that holds it")
+    f.keys(spec, (*_KIND_KEYS, "exclude_in"), where)
+    names, classes = _parse_exclude(f, spec, f"{where}.exclude")
     kind = BufferKind(
         name,
         f.strings(spec, "getters", f"{where}.getters"),
         f.strings(spec, "attributes", f"{where}.attributes"),
-        f.strings(spec, "exclude", f"{where}.exclude"),
-        f.strings(spec, "exclude_in", f"{where}.exclude_in"),
+        names,
+        classes,
     )
     infer = f.boolean(spec, "infer_getters", f"{where}.infer_getters")
     replace = f.boolean(spec, "replace", f"{where}.replace")
@@ -690,6 +722,37 @@ def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, 
                                           weight=kept if weight is None else weight)
     else:  # a kind named again extends the earlier one (`replace: true` says otherwise)
         kinds[name] = earlier.extended(kind, infer, weight)
+
+
+def _parse_exclude(f: _File, spec: _Map, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A kind's ``exclude: {name: [...], class: [...]}``: token patterns, each for the field its key names.
+
+    A token is lowercase and holds no ``_`` or ``.`` (:func:`identifier_tokens`), so a pattern with an
+    uppercase letter, an underscore or a dot could never match: each such pattern is an error at its line.
+    """
+    exclude = f.mapping(spec, "exclude", where, " {name: [PATTERN, ...], class: [PATTERN, ...]} that says which "
+                        "field each pattern applies to")
+    if exclude is None:
+        return (), ()
+    f.keys(exclude, _EXCLUDE_KEYS, where)
+    out: list[tuple[str, ...]] = []
+    for key in _EXCLUDE_KEYS:
+        at = f"{where}.{key}"
+        patterns = f.strings(exclude, key, at)
+        items = exclude.get(key)
+        lines = items.item_lines if isinstance(items, _Seq) else [_key_line(exclude, key)] * len(patterns)
+        good: list[str] = []
+        for pattern, line in zip(patterns, lines, strict=False):
+            bad = [why for why, hit in (("an underscore", "_" in pattern), ("a dot", "." in pattern),
+                                        ("an uppercase letter", pattern != pattern.lower())) if hit]
+            if bad:
+                f.err(line, at, f"{pattern!r} has {' and '.join(bad)}, which no token holds: patterns match the "
+                                "lowercase tokens of each identifier, split at '_', case humps and digits "
+                                "(input_layernorm -> input, layernorm; RMSNorm -> rms, norm)")
+            else:
+                good.append(pattern)
+        out.append(tuple(good))
+    return out[0], out[1]
 
 
 def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> None:

@@ -223,6 +223,16 @@ def test_a_weight_on_a_hot_path_is_cf102_and_a_norm_weight_is_excluded() -> None
     assert [(f.rule, f.line) for f in findings] == [("CF102", 3)]
 
 
+def test_exclusions_never_look_at_the_function_name() -> None:
+    """`forward_normal` is no norm: its weight cast is CF102; a norm's weight (by name, by class) stays quiet."""
+    hot = {"Layer.forward_normal": ("m.Layer.forward", "m.Layer.forward_normal")}
+    src = ("class Layer:\n    def __init__(self, h):\n        self.gamma = RMSNorm(h)\n"
+           "    def forward_normal(self, x):\n        a = self.proj.weight.to(x.dtype)\n"
+           "        b = self.post_norm.weight.to(x.dtype)\n        c = self.gamma.weight.to(x.dtype)\n")
+    findings, _, _ = check(src, hot)
+    assert [(f.rule, f.line) for f in findings] == [("CF102", 5)]
+
+
 def test_a_cast_at_module_level_is_cold_without_asking_the_graph() -> None:
     findings, checker, graph = check("import torch\ny = pool.k_buffer.to(torch.float16)\n")
     assert [f.rule for f in findings] == ["CF104"] and graph.asked == []

@@ -55,12 +55,13 @@ def test_buffer_attributes(line: str, expected: str | None) -> None:
 
 def test_attribute_origin_names_the_receiver_and_one_hop() -> None:
     assert origin("self.pool.k_buffer.float()") == Origin(
-        "kv-cache", "self.pool.k_buffer", (".k_buffer is a kv-cache buffer",))
+        "kv-cache", "self.pool.k_buffer", (".k_buffer is a kv-cache buffer",), ("self", "pool", "k_buffer"))
 
 
 def test_getter_named_by_the_rules() -> None:
     assert origin("self.pool.get_key_buffer(layer.layer_id).to(t)") == Origin(
-        "kv-cache", "self.pool.get_key_buffer(layer.layer_id)", ("get_key_buffer() returns the whole kv-cache",))
+        "kv-cache", "self.pool.get_key_buffer(layer.layer_id)", ("get_key_buffer() returns the whole kv-cache",),
+        ("self", "pool", "get_key_buffer"))
     assert kind("self.pool.get_conv_state(layer_id).float()") == "state-pool"
     assert kind("self.pool.get_something(layer_id).float()") is None
 
@@ -73,7 +74,7 @@ def test_inferred_getter_is_asked_of_the_oracle_by_function_name() -> None:
         return {"my_buf": "kv-cache", "load_state": "state-pool"}.get(name)
 
     assert origin("self.pool.my_buf(layer_id).to(t)", oracle) == Origin(
-        "kv-cache", "self.pool.my_buf(layer_id)", ("my_buf() returns the whole kv-cache",))
+        "kv-cache", "self.pool.my_buf(layer_id)", ("my_buf() returns the whole kv-cache",), ("self", "pool", "my_buf"))
     assert kind("load_state(layer_id).to(t)", oracle) == "state-pool"  # a bare function
     assert kind("self.other(layer_id).to(t)", oracle) is None
     assert {"my_buf", "load_state", "other"} <= set(asked)
@@ -122,7 +123,8 @@ def test_a_new_axis_index_keeps_it_whole() -> None:
 def test_views_keep_it_whole_and_each_is_a_hop() -> None:
     o = origin("self.k_buffer.view(-1, 8).permute(1, 0).contiguous().to(t)")
     assert o == Origin("kv-cache", "self.k_buffer", (".contiguous() is a view", ".permute() is a view",
-                                                     ".view() is a view", ".k_buffer is a kv-cache buffer"))
+                                                     ".view() is a view", ".k_buffer is a kv-cache buffer"),
+                 ("self", "k_buffer"), ("A",))
     assert kind("self.k_buffer.clone().to(t)") is None  # not a view method
     assert kind("self.k_buffer.view(-1)[kv_indices].to(t)") is None  # a view, then a gather
 
@@ -182,7 +184,7 @@ def test_hops_tell_the_whole_walk_in_order() -> None:
         ".view() is a view",
         "kb = self.pool.get_key_buffer(layer.layer_id) (line 3)",
         "get_key_buffer() returns the whole kv-cache",
-    ))
+    ), ("self", "pool", "get_key_buffer"))
 
 
 def test_whole_index_on_several_axes() -> None:
@@ -191,3 +193,90 @@ def test_whole_index_on_several_axes() -> None:
     receivers = [c.receiver for c in extract_source(src, "m", "m.py", False).casts]
     assert all(isinstance(r, Subscript) for r in receivers)
     assert [prov.whole_index(r.index) for r in receivers if isinstance(r, Subscript)] == [True, False, False]
+
+
+# -- attribute views, pieces along an axis, unpacking ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("attr", ["T", "mT", "H", "mH"])
+def test_transpose_properties_are_views(attr: str) -> None:
+    o = origin(f"self.k_buffer[layer_id].{attr}.to(t)")
+    assert o is not None and o.path == "self.k_buffer" and o.hops[0] == f".{attr} is a view"
+    assert kind(f"self.k_buffer[kv_indices].{attr}.to(t)") is None
+
+
+@pytest.mark.parametrize(("call", "whole"), [
+    ("split([512, 64], dim=-1)", True), ("split(64, 2)", True), ("chunk(2, dim=1)", True), ("unbind(1)", True),
+    ("unbind(dim=-2)", True), ("tensor_split(3, dim=2)", True),
+    ("split(64)", False),  # no axis: axis 0, the token axis
+    ("split(64, dim=0)", False), ("chunk(2)", False), ("unbind()", False), ("unbind(0)", False),
+    ("chunk(2, dim=layer_id)", False),  # an axis held in a name: unknown
+])
+def test_a_split_keeps_each_piece_whole_only_along_a_non_token_axis(call: str, whole: bool) -> None:
+    got = origins(f"x = self.kv_buffer[layer_id].{call}[1]\nx.to(t)\n")
+    assert (got["x.to(t)"] is not None) is whole
+
+
+def test_torch_functions_of_a_view_read_their_first_argument() -> None:
+    assert kind("torch.split(self.kv_buffer[layer_id], 64, dim=-1)[0].to(t)") == "kv-cache"
+    assert kind("torch.chunk(self.kv_buffer[layer_id], 2)[0].to(t)") is None  # the token axis
+    assert kind("torch.transpose(self.k_buffer[layer_id], 0, 1).to(t)") == "kv-cache"
+
+
+def test_unpacking_a_getters_tuple_keeps_both_names_whole() -> None:
+    got = origins("k, v = self.pool.get_kv_buffer(layer.layer_id)\nk.to(t)\nv.float()\n")
+    assert got["k.to(t)"] is not None and got["v.float()"] is not None
+    assert got["v.float()"].hops == (
+        "v = element 1 of self.pool.get_kv_buffer(layer.layer_id) (line 3)",
+        "element 1 of get_kv_buffer() is a whole kv-cache: a getter returns whole buffers or a tuple of them",
+    )
+
+
+def test_unpacking_through_a_name_and_a_tuple_display() -> None:
+    got = origins("pair = self.pool.get_kv_buffer(layer_id)\nk, v = pair\nv.float()\n"
+                  "t2 = (self.k_buffer, kv_indices)\na, b = t2\na.half()\nb.double()\n")
+    assert got["v.float()"] is not None and got["v.float()"].kind == "kv-cache"
+    assert got["a.half()"] is not None and got["a.half()"].path == "self.k_buffer"
+    assert got["b.double()"] is None  # a parameter
+
+
+def test_unpacking_split_pieces_follows_the_axis_rule() -> None:
+    got = origins("nope, rope = self.kv_buffer[layer_id].split([512, 64], dim=-1)\nrope.to(t)\n"
+                  "first, rest = self.kv_buffer[layer_id].split(256)\nfirst.half()\n"
+                  "qq, kk = self.qkv_proj(t).split([512, 64], dim=-1)\nkk.float()\n")
+    assert got["rope.to(t)"] is not None and got["rope.to(t)"].path == "self.kv_buffer"
+    assert got["first.half()"] is None and got["kk.float()"] is None
+
+
+def test_unpacking_a_tensor_takes_a_constant_index_of_its_first_axis() -> None:
+    got = origins("k, v = self.kv_buffer[layer_id]\nv.float()\nk2, v2 = self.k_buffer[kv_indices]\nv2.half()\n")
+    o = got["v.float()"]
+    assert o is not None and o.hops[1] == "unpacking self.kv_buffer[layer_id] takes self.kv_buffer[layer_id][1]"
+    assert got["v2.half()"] is None
+
+
+def test_a_tuple_of_whole_buffers_of_one_kind_is_whole_for_getter_inference() -> None:
+    src = ("class P:\n    def pair(self, i):\n        return self.k_buffer[i], self.v_buffer[i]\n"
+           "    def mixed(self, i):\n        return self.k_buffer[i], self.conv_states[i]\n"
+           "    def part(self, i, rows):\n        return self.k_buffer[i], rows\n")
+    facts = extract_source(src.encode(), "m", "m.py", False)
+    prov = Provenance(RULES)
+    kinds = {r.scope: (o.kind if (o := prov.origin(facts, r.scope, r.value, r.line)) else None) for r in facts.returns}
+    assert kinds == {"P.pair": "kv-cache", "P.mixed": None, "P.part": None}
+
+
+def test_names_and_holder_class_of_the_buffer() -> None:
+    src = ("class Norm:\n    def __init__(self):\n        self.w = 1\n"
+           "class Layer:\n    def __init__(self, h, extra):\n        self.ln = RMSNorm(h)\n        self.mix = extra\n"
+           "        self.proj = nn.Linear(h, h)\n"
+           "    def forward_normal(self, x):\n        a = self.ln.weight.to(x)\n        b = self.mix.weight.to(x)\n"
+           "        c = self.weight.to(x)\n        d = self.proj.weight.to(x)\n")
+    facts = extract_source(src.encode(), "m", "m.py", False)
+    prov = Provenance(RULES)
+    got = {c.text: prov.origin(facts, c.scope, c.receiver, c.line) for c in facts.casts}
+    assert {t: (o.names, o.classes) for t, o in got.items() if o is not None} == {
+        "self.ln.weight.to(x)": (("self", "ln", "weight"), ("RMSNorm",)),
+        "self.mix.weight.to(x)": (("self", "mix", "weight"), ()),  # built from a parameter: unknown
+        "self.weight.to(x)": (("self", "weight"), ("Layer",)),
+        "self.proj.weight.to(x)": (("self", "proj", "weight"), ("Linear",)),
+    }

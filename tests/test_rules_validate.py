@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from castfind.rules import RuleError, glob_match, glob_regex, load_rules, validate
+from castfind.rules import RuleError, glob_match, glob_regex, identifier_tokens, load_rules, validate
 
 # A valid rule (kv-cache, `.to()`, hot) whose fields the cases below break one at a time.
 RULE = """\
@@ -93,6 +93,19 @@ CASES = {
     "once-string": (_rule(once="'no'"), 11, "rule CF201.once", "true"),
     "replace-string": ("buffers:\n  kv-cache:\n    replace: 'yes'\n    getters: [g]\n", 3,
                        "buffers.kv-cache.replace", "true or false"),
+    # buffer-kind exclusions: each key names the field its patterns apply to (tokens of the buffer's names, its class)
+    "exclude-list": ("buffers:\n  mine:\n    attributes: [a]\n    exclude: ['*norm']\n", 4,
+                     "buffers.mine.exclude", "which field"),
+    "exclude-in-removed": ("buffers:\n  mine:\n    attributes: [a]\n    exclude_in: ['*Norm*']\n", 4,
+                           "buffers.mine.exclude_in", "enclosing function"),
+    "exclude-unknown-field": ("buffers:\n  mine:\n    attributes: [a]\n    exclude:\n      function: [x]\n", 5,
+                              "buffers.mine.exclude.function", "unknown"),
+    "exclude-name-underscore": ("buffers:\n  mine:\n    attributes: [a]\n    exclude:\n      name:\n"
+                                "        - norm\n        - '*_ln'\n", 7, "buffers.mine.exclude.name", "underscore"),
+    "exclude-name-dot": ("buffers:\n  mine:\n    attributes: [a]\n    exclude:\n      name: ['*.ln.*']\n", 5,
+                         "buffers.mine.exclude.name", "dot"),
+    "exclude-class-uppercase": ("buffers:\n  mine:\n    attributes: [a]\n    exclude:\n      class:\n"
+                                "        - '*Norm*'\n", 6, "buffers.mine.exclude.class", "uppercase"),
     # duplicate keys (PyYAML keeps the last one silently)
     "duplicate-top-level": ("views: [a]\nviews: [b]\n", 2, "views", "duplicate"),
     "duplicate-rule-key": (_rule(hot="true\n    hot: false"), 9, "rule CF201.hot", "duplicate"),
@@ -182,11 +195,11 @@ def test_user_buffer_kind_extends_the_default(tmp_path):
     default = load_rules().buffers["kv-cache"]
     user = tmp_path / "user.yaml"
     user.write_text("buffers:\n  kv-cache:\n    getters: [get_my_cache]\n    attributes: [my_pages]\n"
-                    "    exclude: ['*scratch*']\n")
+                    "    exclude: {name: ['*scratch*']}\n")
     kind = load_rules([user]).buffers["kv-cache"]
     assert set(kind.getters) == set(default.getters) | {"get_my_cache"}
     assert set(kind.attributes) == set(default.attributes) | {"my_pages"}
-    assert set(kind.exclude) == set(default.exclude) | {"*scratch*"}
+    assert set(kind.exclude_names) == set(default.exclude_names) | {"*scratch*"}
     assert kind.infer_getters == default.infer_getters
     assert kind.attribute_matches("kv_buffer") and kind.attribute_matches("my_pages")
 
@@ -196,9 +209,9 @@ def test_user_buffer_kind_extension_keeps_default_excludes_and_may_set_a_flag(tm
     user = tmp_path / "user.yaml"
     user.write_text("buffers:\n  weight:\n    attributes: [qweight]\n    infer_getters: true\n")
     kind = load_rules([user]).buffers["weight"]
-    assert set(kind.exclude) == set(default.exclude) and set(kind.exclude_in) == set(default.exclude_in)
+    assert set(kind.exclude_names) == set(default.exclude_names) and kind.exclude_classes == default.exclude_classes
     assert kind.infer_getters is True and default.infer_getters is False
-    assert kind.excluded("self.norm.weight", "Model.forward")
+    assert kind.excluded(("self", "norm", "weight"))
 
 
 def test_user_buffer_kind_with_replace_true_replaces_the_default(tmp_path):
@@ -290,7 +303,7 @@ def test_buffer_attribute_patterns_do_not_depend_on_fnmatch_translate(monkeypatc
             assert bool(words.search(text)) is hit, text
         kind = rs.buffers["weight"]
         assert kind.attribute_matches("w13_weight") and not kind.attribute_matches("w13_weightx")
-        assert kind.excluded("self.input_layernorm.weight", "Layer.forward")
+        assert kind.excluded(("self", "input_layernorm", "weight"))
         assert rs.is_entry("Backend.forward_decode") and not rs.is_entry("Backend.forward_decode_x")
         assert rs.is_scalar_index("layer.layer_id") and rs.is_dtype_arg("torch.float8_e4m3fn")
     finally:
@@ -309,3 +322,42 @@ def test_a_rule_file_named_twice_is_read_once(tmp_path):
     copy.write_text((default_rule_dir() / "castfind.yaml").read_text())
     _, errors = validate([copy])
     assert errors and all("duplicate id" in e.reason and e.path == str(copy) for e in errors)
+
+
+# --- buffer-kind exclusions: tokens of the buffer's identifiers and of its class, never the function ----------
+
+
+@pytest.mark.parametrize(("name", "tokens"), [
+    ("input_layernorm", ("input", "layernorm")), ("Qwen2RMSNorm", ("qwen", "2", "rms", "norm")),
+    ("norm1", ("norm", "1")), ("ln_f", ("ln", "f")), ("forward_normal", ("forward", "normal")),
+    ("w13_weight", ("w", "13", "weight")), ("kvCache", ("kv", "cache")), ("_private__x", ("private", "x")),
+])
+def test_identifier_tokens(name, tokens):
+    assert identifier_tokens(name) == tokens
+
+
+def test_default_weight_exclusions_look_at_the_buffer_not_at_the_function():
+    kind = load_rules().buffers["weight"]
+    for names in [("self", "input_layernorm", "weight"), ("self", "q_norm", "weight"), ("self", "ln_f", "weight"),
+                  ("self", "norms", "weight"), ("self", "e_score_correction_bias"), ("self", "weight_scale_inv"),
+                  ("self", "embed_tokens", "weight")]:
+        assert kind.excluded(names), names
+    for names in [("self", "normal_proj", "weight"), ("self", "proj", "weight"), ("self", "w13_weight"),
+                  ("self", "lm_head", "weight")]:
+        assert not kind.excluded(names), names
+    assert kind.excluded(("self", "weight"), ("RMSNorm",)) and kind.excluded(("self", "g", "weight"), ("LayerNorm",))
+    assert not kind.excluded(("self", "weight"), ("NormalLinear",))
+    assert not kind.excluded(("self", "weight"), ("RMSNorm", "Linear"))  # excluded only when every class matches
+    assert not kind.excluded(("self", "weight"))  # no class known: the names decide
+
+
+def test_validate_command_points_at_a_bad_exclude_pattern(tmp_path):
+    from tests.support import run_castfind
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("buffers:\n  weight:\n    exclude:\n      name: [norm, '*Norm*']\n    exclude_in: [x]\n")
+    r = run_castfind("rules", "validate", "--rules", str(bad))
+    assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout
+    out = r.stdout + r.stderr
+    assert f"{bad}:4: buffers.weight.exclude.name: '*Norm*' has an uppercase letter" in out, out
+    assert f"{bad}:5: buffers.weight.exclude_in:" in out, out
