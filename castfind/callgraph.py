@@ -25,7 +25,7 @@ from functools import partial
 import networkx as nx
 
 from castfind.discover import SourceFile
-from castfind.facts import from_dotted
+from castfind.facts import CallSite, from_dotted
 from castfind.index import Index
 from castfind.memo import Memo
 from castfind.resolve import Resolver
@@ -118,23 +118,32 @@ class CallGraph:
 
     def _callers_in(self, node: Node, sf: SourceFile) -> list[Node]:
         """The functions of one file with a call that may reach ``node``."""
+        return sorted({(self.index.facts_of(sf).module, cs.scope) for cs in self._sites(node, sf)})
+
+    def sites(self, caller: Node, node: Node) -> list[CallSite]:
+        """The calls in function ``caller`` that may reach ``node`` (where an argument crosses the edge)."""
+        sf = self.r.modules.file(caller[0])
+        if sf is None:
+            return []
+        return [cs for cs in self._sites(node, sf) if cs.scope == caller[1]]
+
+    def _sites(self, node: Node, sf: SourceFile) -> list[CallSite]:
         name = node[1].rsplit(".", 1)[-1]
         node_cls = self.class_of(node)
         node_anc = self.ancestors(node_cls) if node_cls else frozenset()
         weak_ok = self.def_count(name) <= WEAK_FANOUT
         facts = self.index.facts_of(sf)
         defs = self.r.definitions(facts.module)
-        out: set[Node] = set()
+        out: list[CallSite] = []
         for cs in facts.calls:
             if cs.func.rsplit(".", 1)[-1] != name or not cs.scope:
                 continue
             caller_def = defs.get(cs.scope)
             if caller_def is None or caller_def.kind == "class":
                 continue
-            caller = (facts.module, cs.scope)
-            if self._edge(cs.func, caller, node, node_cls, node_anc, weak_ok):
-                out.add(caller)
-        return sorted(out)
+            if self._edge(cs.func, (facts.module, cs.scope), node, node_cls, node_anc, weak_ok):
+                out.append(cs)
+        return out
 
     def _edge(self, func: str, caller: Node, node: Node, node_cls: Node | None,
               node_anc: frozenset[Node], weak_ok: bool) -> bool:

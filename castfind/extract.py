@@ -287,6 +287,7 @@ class _Walker(TokenWalker):
         if isinstance(node, cst.ClassDef):
             bases = tuple(b for b in (_name_of(a.value) for a in node.bases if a.keyword is None) if b)
             params: tuple[str, ...] = ()
+            positional = 0
         else:
             bases = ()
             ps = node.params  # type: ignore[attr-defined]
@@ -294,6 +295,7 @@ class _Walker(TokenWalker):
                 p_.name.value
                 for p_ in (*ps.posonly_params, *ps.params, *ps.kwonly_params)
             )
+            positional = len(ps.posonly_params) + len(ps.params)
             if isinstance(ps.star_arg, cst.Param):
                 params += (ps.star_arg.name.value,)
             if ps.star_kwarg is not None:
@@ -301,7 +303,7 @@ class _Walker(TokenWalker):
         decorators = tuple(d for d in (_name_of(dec.decorator) for dec in node.decorators) if d)  # type: ignore[attr-defined]
         self.definitions.append(
             Definition(p["qual"], node.name.value, p["kind"], start, end, p["parent"], p["cond"],  # type: ignore[attr-defined]
-                       bases, decorators, params)
+                       bases, decorators, params, positional)
         )
 
     # -- statements ----------------------------------------------------------------------------
@@ -562,11 +564,14 @@ class _Walker(TokenWalker):
         func = node.func
         scope = self.scope
         fname = _name_of(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if fname is None and (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+                              and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+            fname = f"super().{func.attr.value}"
         if fname is not None:
-            self.calls.append(CallSite(fname, line, scope))
-        elif (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
-              and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
-            self.calls.append(CallSite(f"super().{func.attr.value}", line, scope))
+            call = to_expr(node)
+            starred = any(a.star for a in node.args)
+            assert isinstance(call, Call)
+            self.calls.append(CallSite(fname, line, scope, call.args, call.kwargs, starred))
         if (fname == "setattr" and len(node.args) == 3 and isinstance(node.args[1].value, cst.SimpleString)
                 and isinstance(node.args[0].value, (cst.Name, cst.Attribute))):
             obj, attr = _name_of(node.args[0].value), node.args[1].value.evaluated_value

@@ -17,7 +17,7 @@ from castfind import casts
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"8-{casts.digest()}"
+EXTRACTOR_VERSION = f"9-{casts.digest()}"
 
 DefKind = Literal["function", "method", "class"]
 
@@ -170,6 +170,11 @@ class CallSite:
     func: str
     line: int
     scope: str
+    #: The call's arguments (positional, then keyword); ``*x``/``**x`` arguments are left out, and
+    #: ``starred`` says there was one (positions after it are unknown).
+    args: tuple[Expr, ...] = ()
+    kwargs: tuple[tuple[str, Expr], ...] = ()
+    starred: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +236,8 @@ class Definition:
     bases: tuple[str, ...] = ()
     decorators: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
+    #: How many of ``params`` can be passed by position (``posonly`` and plain ones, before ``*``).
+    positional: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from castfind.facts import (
     Assign,
@@ -87,12 +88,32 @@ def non_token_axis(axis: Expr | None) -> bool:
     return text.lstrip("-").isdigit() and int(text) != 0
 
 
-class Provenance:
-    """Receiver → :class:`Origin`. ``getter_kind`` answers for inferred getters (by function name)."""
+class AcrossCalls(Protocol):
+    """What the walk asks when it reaches a function boundary (:mod:`castfind.summaries` answers).
 
-    def __init__(self, rules: RuleSet, getter_kind: Callable[[str], str | None] | None = None) -> None:
+    ``parameter``: the whole buffer a caller passes as parameter ``name`` of ``scope``, with the hops
+    on the caller's side first (``caller.py:L passes X as name``), or None. ``derived``: when
+    ``call`` returns a full-size derivation of one of its arguments (a helper that casts, views or
+    dequantizes its argument and returns it), that argument expression and a hop that says so.
+    ``depth`` counts the function boundaries crossed so far.
+    """
+
+    def parameter(self, facts: FileFacts, scope: str, name: str, depth: int) -> Origin | None: ...
+
+    def derived(self, facts: FileFacts, scope: str, call: Call, depth: int) -> tuple[Expr, str] | None: ...
+
+
+class Provenance:
+    """Receiver → :class:`Origin`. ``getter_kind`` answers for inferred getters (by function name);
+    ``across`` (optional) carries the walk over function boundaries (parameters, helper calls)."""
+
+    def __init__(self, rules: RuleSet, getter_kind: Callable[[str], str | None] | None = None,
+                 across: AcrossCalls | None = None) -> None:
         self.rules = rules
         self.getter_kind = getter_kind or (lambda name: None)
+        self.across = across
+        self._assigns: dict[int, tuple[FileFacts, dict[tuple[str, str], list[Assign]]]] = {}
+        self._params: dict[int, tuple[FileFacts, dict[str, tuple[str, ...]]]] = {}
         self._views = set(rules.views)
         self._getters = {g: k.name for k in rules.buffers.values() for g in k.getters}
 
@@ -133,8 +154,8 @@ class Provenance:
             return f.attr, call.args[0], 1
         return f.attr, f.value, 0
 
-    def origin(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> Origin | None:
-        """The whole buffer ``expr`` is, or None."""
+    def origin(self, facts: FileFacts, scope: str, expr: Expr, line: int, depth: int = 0) -> Origin | None:
+        """The whole buffer ``expr`` is, or None. ``depth``: function boundaries already crossed."""
         hops: list[str] = []
         seen: set[tuple[str, int]] = set()
         # Elements taken by tuple unpacking, innermost last: `k, v = X` then `k` is element 0 of X.
@@ -169,6 +190,12 @@ class Provenance:
                     else:
                         hops.append(f"{name}() returns the whole {kind}")
                     return self._end(facts, scope, kind, expr, hops)
+                if self.across is not None and not elems:
+                    derived = self.across.derived(facts, scope, expr, depth)
+                    if derived is not None:
+                        expr, hop = derived
+                        hops.append(hop)
+                        continue
                 return None
             if isinstance(expr, Seq):
                 if elems:
@@ -178,7 +205,7 @@ class Provenance:
                     hops.append(f"element {i} of {render(expr)}")
                     expr = expr.elts[i]
                     continue
-                return self._tuple_origin(facts, scope, expr, line, hops)
+                return self._tuple_origin(facts, scope, expr, line, hops, depth)
             if isinstance(expr, Subscript):
                 if not self.whole_index(expr.index):
                     return None
@@ -196,7 +223,9 @@ class Provenance:
                         return self._end(facts, scope, buffer.name, expr, hops)
                 return None
             if isinstance(expr, Name):
-                a = self._assignment(facts, scope, expr.id, line)
+                a = self.assignment(facts, scope, expr.id, line)
+                if a is None and not elems and self.across is not None and expr.id in self.params(facts, scope):
+                    return self._through_parameter(facts, scope, expr.id, hops, depth)
                 if a is None or (a.target, a.line) in seen:
                     return None
                 seen.add((a.target, a.line))
@@ -218,11 +247,12 @@ class Provenance:
         hops.append(f"unpacking {render(expr)} takes {render(Subscript(expr, index))}")
         return Subscript(expr, index)
 
-    def _tuple_origin(self, facts: FileFacts, scope: str, expr: Seq, line: int, hops: list[str]) -> Origin | None:
+    def _tuple_origin(self, facts: FileFacts, scope: str, expr: Seq, line: int, hops: list[str],
+                      depth: int = 0) -> Origin | None:
         """A tuple display of whole buffers of one kind (``return self.k_buffer[i], self.v_buffer[i]``)."""
         if not expr.elts:
             return None
-        found = [self.origin(facts, scope, e, line) for e in expr.elts]
+        found = [self.origin(facts, scope, e, line, depth) for e in expr.elts]
         kinds = {o.kind for o in found if o is not None}
         if any(o is None for o in found) or len(kinds) != 1:
             return None
@@ -232,20 +262,47 @@ class Provenance:
         classes = tuple(dict.fromkeys(c for o in found if o is not None for c in o.classes))
         return Origin(kind, render(expr), tuple(hops), names, classes)
 
+    def _through_parameter(self, facts: FileFacts, scope: str, name: str, hops: list[str],
+                           depth: int) -> Origin | None:
+        """``name`` is a parameter of ``scope``: the whole buffer a caller passes for it, if any."""
+        assert self.across is not None
+        outer = self.across.parameter(facts, scope, name, depth)
+        if outer is None:
+            return None
+        return Origin(outer.kind, outer.path, (*hops, *outer.hops), outer.names, outer.classes)
+
+    def params(self, facts: FileFacts, scope: str) -> tuple[str, ...]:
+        """The parameters of the function ``scope`` (none at module or class level)."""
+        got = self._params.get(id(facts))
+        if got is None or got[0] is not facts:
+            table = {d.qualname: d.params for d in facts.definitions if d.kind != "class"}
+            got = (facts, table)
+            if len(self._params) > 256:
+                self._params.clear()
+            self._params[id(facts)] = got
+        return got[1].get(scope, ())
+
     def _end(self, facts: FileFacts, scope: str, kind: str, expr: Expr, hops: list[str]) -> Origin:
         return Origin(kind, render(expr), tuple(hops), buffer_names(expr), holder_classes(facts, scope, expr))
 
-    @staticmethod
-    def _assignment(facts: FileFacts, scope: str, name: str, line: int) -> Assign | None:
+    def assignment(self, facts: FileFacts, scope: str, name: str, line: int) -> Assign | None:
         """The latest assignment to ``name`` in ``scope`` before ``line`` (tuple unpacking included)."""
+        got = self._assigns.get(id(facts))
+        if got is None or got[0] is not facts:
+            table: dict[tuple[str, str], list[Assign]] = {}
+            for a in facts.assigns:
+                table.setdefault((a.scope, a.target), []).append(a)
+            got = (facts, table)
+            if len(self._assigns) > 256:
+                self._assigns.clear()
+            self._assigns[id(facts)] = got
         best = None
-        for a in facts.assigns:
-            if (a.scope == scope and a.target == name and a.line <= line
-                    and (best is None or a.line >= best.line)):
+        for a in got[1].get((scope, name), ()):
+            if a.line <= line and (best is None or a.line >= best.line):
                 best = a
         if best is not None and best.line == line:
             # `x = x.to(...)`: the value on the cast's own line is the cast itself, look earlier.
-            earlier = [a for a in facts.assigns if a.scope == scope and a.target == name and a.line < line]
+            earlier = [a for a in got[1].get((scope, name), ()) if a.line < line]
             return max(earlier, key=lambda a: a.line) if earlier else None
         return best
 

@@ -6,7 +6,10 @@ attribute: ``.kv_buffer``), a getter the rules list, or a getter the index infer
 
 1. infer getters from the files that name a getter-inferable buffer word and ``return`` (few);
 2. parse only the files that hold a cast call *and* such a word or an inferred getter's name;
-3. grow the call graph backwards from the functions holding a whole-buffer cast only, parsing a
+3. go *forward* one call from the candidates: a call that passes a whole buffer as an argument
+   adds the callee's file when it holds a cast (the callee casts a parameter with no buffer word in
+   its file; :mod:`castfind.summaries` then walks that parameter back to the caller);
+4. grow the call graph backwards from the functions holding a whole-buffer cast only, parsing a
    caller's file only when its text can call the function (:mod:`castfind.callgraph`), level by
    level in parallel batches.
 
@@ -24,15 +27,16 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from castfind.callgraph import CallGraph
+from castfind.callgraph import WEAK_FANOUT, CallGraph
 from castfind.checker import Checker
 from castfind.discover import SourceFile
-from castfind.facts import FileFacts
+from castfind.facts import FileFacts, from_dotted
 from castfind.index import Index
 from castfind.memo import Memo
 from castfind.provenance import Provenance
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
+from castfind.summaries import Summaries
 from castfind.textquery import TextQueries
 from castfind.types import Diagnostic, Finding
 
@@ -151,14 +155,18 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
 
         oracle.known.update(memo.step(("oracle",), infer))
         chosen = queries.select(("cand", tuple(sorted(oracle.known))))
-        candidates = [sf for sf in chosen if only is None or sf.abspath in only]
     else:
         index.load_files(files)
         oracle.infer(files)
-        candidates = [sf for sf in files if only is None or sf.abspath in only]
-
-    checker = Checker(rules, Provenance(rules, oracle.kind), graph)
+        chosen = files
     getters = tuple(sorted(oracle.known.items()))
+    if demand:
+        chosen = chosen + _handed(index, rules, resolver, graph, queries, oracle, chosen, getters)
+    candidates = [sf for sf in chosen if only is None or sf.abspath in only]
+
+    prov = Provenance(rules, oracle.kind)
+    prov.across = Summaries(resolver, graph, prov)
+    checker = Checker(rules, prov, graph)
 
     def starts_of(sf: SourceFile) -> list[tuple[str, str]]:
         facts = index.facts_of(sf)
@@ -196,6 +204,51 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         "seconds": round(time.perf_counter() - t0, 3),
     }
     return ScanOutcome(findings, _diagnostics(index, memo), stats, modules, checker.explanations)
+
+
+def _handed(index: Index, rules: RuleSet, resolver: Resolver, graph: CallGraph, queries: TextQueries,
+            oracle: GetterOracle, chosen: list[SourceFile], getters: tuple) -> list[SourceFile]:
+    """The files, beyond ``chosen``, of functions a call in ``chosen`` hands a whole buffer to.
+
+    One call forward: a call ``f(..., pool.get_kv_buffer(i), ...)`` in a candidate file adds the
+    file of ``f`` when its text holds a cast. ``f`` resolves through the resolver; a method call no
+    name resolves (``self.impl.forward(...)``) reaches the ``def forward`` files only when few hold
+    one (the call graph's by-name rule). Each candidate's answer is a memoised step (module names).
+    """
+    plain = Provenance(rules, oracle.kind)
+    memo = queries.memo
+
+    def callees(sf: SourceFile) -> list[str]:
+        facts = index.facts_of(sf)
+        if facts.error is not None:
+            return []
+        out: set[str] = set()
+        for cs in facts.calls:
+            if not cs.scope or not (cs.args or cs.kwargs):
+                continue
+            if not any(plain.origin(facts, cs.scope, a, cs.line) is not None
+                       for a in (*cs.args, *(v for _, v in cs.kwargs))):
+                continue
+            found = [t.target.module for t in resolver.resolve_expr(facts.module, cs.scope, from_dotted(cs.func))
+                     if t.target.kind == "def" and t.target.definition is not None]
+            if not found and "." in cs.func:
+                name = cs.func.rsplit(".", 1)[-1]
+                if graph.def_count(name) <= WEAK_FANOUT:
+                    found = [f.module for f in queries.select(("defines", name))]
+            out.update(found)
+        out.discard(facts.module)
+        return sorted(out)
+
+    index.load_files([sf for sf in chosen if not memo.has(("hands", sf.abspath, getters))])
+    have = {sf.abspath for sf in chosen}
+    with_casts = {sf.abspath for sf in queries.select(("casts",))}
+    extra: dict[str, SourceFile] = {}
+    for sf in chosen:
+        for module in memo.step(("hands", sf.abspath, getters), partial(callees, sf)):
+            target = resolver.modules.file(module)
+            if target is not None and target.abspath in with_casts and target.abspath not in have:
+                extra.setdefault(target.abspath, target)
+    return sorted(extra.values(), key=lambda sf: (sf.root, sf.path))
 
 
 def _diagnostics(index: Index, memo: Memo) -> list[Diagnostic]:

@@ -6,6 +6,7 @@ bytes (and its module name), named by a hashable key:
 
 - ``("seed",)``          names a getter-inferable buffer word and has a ``return`` (getter inference);
 - ``("cand", getters)``  has a cast call and names a whole-buffer word or an inferred getter;
+- ``("casts",)``         has a cast call (a callee a whole buffer is handed to may cast it);
 - ``("contains", names)`` holds one of ``names`` as a whole word;
 - ``("defines", name)``  holds a ``def name(`` line;
 - ``("calls", name, module)`` may hold a call that reaches function ``name`` of ``module``.
@@ -107,6 +108,9 @@ def predicate(key: QueryKey, rules: RuleSet) -> Predicate:
         extra = re.compile(rb"\b(?:" + b"|".join(re.escape(g.encode()) for g in getters) + rb")\b") if getters else None
         return lambda sf, data: bool(cast_re.search(data) and (
             (words is not None and words.search(data)) or (extra is not None and extra.search(data))))
+    if kind == "casts":
+        any_cast = cast_regex(rules.cast_methods())
+        return lambda sf, data: bool(any_cast.search(data))
     if kind == "contains":
         pats = [_word(n) for n in _texts(key[1])]
         return lambda sf, data: any(p.search(data) for p in pats)

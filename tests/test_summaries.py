@@ -1,0 +1,118 @@
+"""Provenance across calls (castfind.summaries): parameters walked back to what callers pass, helpers
+whose result is a full-size derivation of an argument, and the forward step that finds a callee file
+with no buffer word. Each cast line of ``fixtures/calls`` says ``# flag: RULE`` or ``# quiet``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from castfind.api import scan as api_scan
+from castfind.discover import discover
+from castfind.facts import Const, Definition, Name
+from castfind.index import Index
+from castfind.rules import load_rules
+from castfind.scan import scan
+from castfind.summaries import argument, is_bound
+from castfind.textquery import predicate
+from tests.support import REPO
+
+FIX = REPO / "fixtures" / "calls"
+MARK = re.compile(r"#\s*(flag: (CF\d{3})|quiet)")
+
+
+def expected() -> tuple[set[tuple[str, str, int]], set[tuple[str, int]]]:
+    flagged: set[tuple[str, str, int]] = set()
+    quiet: set[tuple[str, int]] = set()
+    for path in sorted((FIX / "callpkg").glob("*.py")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = MARK.search(line)
+            if m and m.group(2):
+                flagged.add((m.group(2), path.name, n))
+            elif m:
+                quiet.add((path.name, n))
+    return flagged, quiet
+
+
+def _scan(demand: bool) -> list:
+    return scan(Index(discover([str(FIX)]), jobs=1), load_rules(), demand=demand).findings
+
+
+@pytest.fixture(scope="module")
+def findings() -> list:
+    return _scan(True)
+
+
+def test_each_marked_cast_is_flagged_or_quiet(findings: list) -> None:
+    flagged, quiet = expected()
+    assert len(flagged) >= 4 and len(quiet) >= 3
+    got = {(f.rule, f.path.rsplit("/", 1)[-1], f.line) for f in findings}
+    assert got == flagged
+
+
+def test_demand_driven_equals_eager_across_calls(findings: list) -> None:
+    key = lambda fs: sorted((f.rule, f.path, f.line, f.provenance) for f in fs)  # noqa: E731
+    assert key(findings) == key(_scan(False))
+
+
+def test_the_callee_file_names_no_buffer_and_is_reached_forward() -> None:
+    rules = load_rules()
+    kernels = (FIX / "callpkg" / "kernels.py").read_bytes()
+    sf = next(s for s in discover([str(FIX)]) if s.path.endswith("kernels.py"))
+    assert not predicate(("cand", ()), rules)(sf, kernels)  # not a candidate by its text
+    assert predicate(("casts",), rules)(sf, kernels)
+
+
+def test_the_provenance_crosses_the_call_in_order(findings: list) -> None:
+    attend = next(f for f in findings if f.expr == "flat.to(q.dtype)")
+    hops = list(attend.provenance)
+    # From the cast outward: the callee's own view, then the call that passes the pool, then the caller's walk.
+    assert hops[0].startswith("flat = pages.view(")
+    crossing = next(i for i, h in enumerate(hops) if "passes cache as pages of attend" in h)
+    assert hops[crossing].startswith("callpkg/backend.py:13 Backend.forward_decode")
+    assert hops[-1] == "get_kv_buffer() returns the whole kv-cache"
+    assert attend.hot_path[0].endswith("Backend.forward_decode")
+    pairs = next(f for f in findings if f.expr == "pairs.float()")
+    assert any(h.startswith("as_pairs() returns its t at full size") for h in pairs.provenance)
+
+
+def test_the_argument_bound_to_a_parameter() -> None:
+    method = Definition("C.m", "m", "method", 1, 2, "C", False, params=("self", "a", "b", "k"), positional=3)
+    a, b = Name("x"), Name("y")
+    assert argument((a, b), (), False, method, "b", bound=True) == b
+    assert argument((Name("o"), a, b), (), False, method, "b", bound=False) == b
+    assert argument((a,), (("b", b),), False, method, "b", bound=True) == b
+    assert argument((a, b, Const("1")), (), False, method, "k", bound=True) is None  # keyword-only
+    assert argument((a, b), (), True, method, "b", bound=True) is None  # after a *args: unknown
+    assert is_bound(method, "self.m") and not is_bound(method, "m")
+    static = Definition("C.s", "s", "method", 1, 2, "C", False, decorators=("staticmethod",), params=("a",), positional=1)
+    assert not is_bound(static, "C.s")
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_a_warm_scan_follows_an_edit_in_the_caller(tmp_path: Path) -> None:
+    root = tmp_path / "calls"
+    shutil.copytree(FIX, root)
+    cache = tmp_path / "cache"
+
+    def both() -> tuple[set, set]:
+        warm = api_scan([str(root)], cache_dir=cache, jobs=1)
+        fresh = api_scan([str(root)], use_cache=False, jobs=1)
+        return ({(f.rule, f.path, f.line) for f in warm.report.findings},
+                {(f.rule, f.path, f.line) for f in fresh.report.findings})
+
+    warm, fresh = both()
+    assert warm == fresh and ("CF101", "callpkg/kernels.py", 13) in warm
+    # The caller now hands attend() the rows of this batch: the callee's cast goes quiet, warm too.
+    _edit(root / "callpkg" / "backend.py", "out = attend(q, cache, layer.scale)", "out = attend(q, cache[loc], layer.scale)")
+    warm, fresh = both()
+    assert warm == fresh and ("CF101", "callpkg/kernels.py", 13) not in warm
