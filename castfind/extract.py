@@ -109,7 +109,7 @@ def to_expr(node: cst.CSTNode, depth: int = 0) -> Expr:
         op = _BINOPS.get(type(node.operator), "?")
         names = tuple(n for n in (dotted(left), dotted(right)) if n)
         names += tuple(n for x in (left, right) if isinstance(x, Other) for n in x.names)
-        return Other("BinaryOperation", names, f"{render(left)} {op} {render(right)}")
+        return Other("BinaryOperation", names, f"{render(left)} {op} {render(right)}", (left, right))
     if isinstance(node, cst.IfExp):
         body, orelse = to_expr(node.body, d), to_expr(node.orelse, d)
         return Other("IfExp", tuple(n for n in (dotted(body), dotted(orelse)) if n), "")
@@ -188,6 +188,7 @@ class _Walker(TokenWalker):
         self.definitions: list[Definition] = []
         self.imports: list[Import] = []
         self.assigns: list[Assign] = []
+        self.loop_assigns: list[Assign] = []
         self.calls: list[CallSite] = []
         self.returns: list[Return] = []
         self.casts: list[Cast] = []
@@ -546,6 +547,18 @@ class _Walker(TokenWalker):
 
     def _for_enter(self, node: cst.For) -> None:
         self.marks[id(node.body)] = (1, None, None)  # the iterable and the else block run once
+        value = to_expr(node.iter)
+        cond = self.cond_depth > 0
+        target = node.target
+        if isinstance(target, (cst.Name, cst.Attribute)):
+            name = _name_of(target)
+            if name is not None:
+                self.loop_assigns.append(Assign(name, value, self.line, self.scope, cond, None, True))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for i, el in enumerate(target.elements):
+                n = _name_of(el.value) if isinstance(el.value, (cst.Name, cst.Attribute)) else None
+                if n is not None:
+                    self.loop_assigns.append(Assign(n, value, self.line, self.scope, cond, i, True))
 
     def _while_enter(self, node: cst.While) -> None:
         self.loop_depth += 1  # the test runs on every iteration, the else block once
@@ -734,6 +747,7 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         definitions=tuple(sorted(w.definitions, key=lambda d: (d.line, d.qualname))),
         imports=tuple(w.imports),
         assigns=tuple(w.assigns),
+        loop_assigns=tuple(w.loop_assigns),
         calls=tuple(w.calls),
         returns=tuple(w.returns),
         casts=tuple(replace(c, stores=tuple(st)) if st else c for c, st in zip(w.casts, w.cast_stores, strict=True)),

@@ -76,6 +76,8 @@ class Other:
     kind: str
     names: tuple[str, ...] = ()
     text: str = ""
+    #: The operands of a ``BinaryOperation`` (left, right): what integer arithmetic is made of.
+    parts: tuple[Expr, ...] = ()
 
 
 Expr = Name | Attr | Call | Subscript | Const | Seq | Other
@@ -161,6 +163,9 @@ class Assign:
     scope: str
     conditional: bool = False
     index: int | None = None
+    #: ``for target in value:`` — ``target`` is bound to each element of ``value`` in turn (element
+    #: ``index`` of each, for ``for i, x in value``). Kept in :attr:`FileFacts.loop_assigns`.
+    loop: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +272,9 @@ class FileFacts:
     all_names: tuple[str, ...] | None = None
     error: tuple[int, str] | None = None  # (line, message) when the file could not be analysed
     error_kind: Literal["parse-error", "unsupported"] = "parse-error"  # Python rejects it too | castfind only
+    #: ``for`` targets (:attr:`Assign.loop`), apart from ``assigns`` so name resolution never takes a
+    #: loop variable for its iterable; provenance reads both.
+    loop_assigns: tuple[Assign, ...] = ()
 
 
 def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:

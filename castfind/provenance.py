@@ -39,6 +39,7 @@ from castfind.facts import (
     Slice,
     Subscript,
     dotted,
+    from_dotted,
     render,
 )
 from castfind.rules import RuleSet
@@ -117,27 +118,56 @@ class Provenance:
         self._views = set(rules.views)
         self._getters = {g: k.name for k in rules.buffers.values() for g in k.getters}
 
-    def whole_index(self, index: tuple[Expr | Slice, ...]) -> bool:
-        """True when indexing keeps the buffer whole (a scalar layer index, basic slices on later axes)."""
+    def whole_index(self, index: tuple[Expr | Slice, ...], facts: FileFacts | None = None, scope: str = "",
+                    line: int = 0) -> bool:
+        """True when indexing keeps the buffer whole (a scalar layer index, basic slices on later axes).
+
+        An index is judged by what it is (:meth:`scalar`), given the function it is read in
+        (``facts``, ``scope``, ``line``); without one, only literals and the rules' index names count.
+        """
         for pos, el in enumerate(index):
             if isinstance(el, Slice):
                 if pos == 0 and (el.lower is not None or el.upper is not None):
                     return False  # a range of rows: the batch, not the buffer
                 continue
-            if isinstance(el, Const):
-                if el.text == "..." or el.text.lstrip("-").isdigit() or el.text == "None":
-                    continue
-                return False
-            name = dotted(el)
-            if name is not None:
-                if self.rules.is_scalar_index(name):
-                    continue
-                return False
-            if (isinstance(el, Other) and el.kind == "BinaryOperation" and el.names
-                    and all(self.rules.is_scalar_index(n) for n in el.names)):
+            if isinstance(el, Const) and el.text in ("...", "None"):
                 continue
-            return False
+            if not self.scalar(el, facts, scope, line):
+                return False
         return True
+
+    def scalar(self, expr: Expr, facts: FileFacts | None = None, scope: str = "", line: int = 0,
+               depth: int = 0) -> bool:
+        """Is ``expr`` one integer (so ``buf[expr]`` picks a layer, not rows)? Judged by what it is:
+        an integer literal; ``int(...)``, ``len(...)``, ``x.item()``; a ``range(...)`` loop variable or
+        the counter of ``enumerate``; a local assigned one of those; integer arithmetic of them
+        (``layer_id - self.start_layer``); or a name the rules' ``index.scalar`` list holds. An index
+        tensor, a mask or anything castfind cannot see is not a scalar."""
+        if depth > 8:
+            return False
+        if isinstance(expr, Const):
+            return expr.text.lstrip("-").isdigit()
+        name = dotted(expr)
+        if name is not None and self.rules.is_scalar_index(name):
+            return True
+        if isinstance(expr, Name) and facts is not None:
+            a = self.assignment(facts, scope, expr.id, line)
+            if a is None:
+                return False
+            if a.loop:
+                it = a.value
+                fn = dotted(it.func) if isinstance(it, Call) else None
+                return (fn == "range" and a.index is None) or (fn == "enumerate" and a.index == 0)
+            return a.index is None and self.scalar(a.value, facts, scope, a.line, depth + 1)
+        if isinstance(expr, Call):
+            fn = dotted(expr.func)
+            return fn in ("int", "len", "operator.index") or (isinstance(expr.func, Attr) and expr.func.attr == "item")
+        if isinstance(expr, Other) and expr.kind == "BinaryOperation":
+            if expr.parts:
+                return all(self.scalar(p, facts, scope, line, depth + 1) for p in expr.parts)
+            return bool(expr.names) and all(self.scalar(from_dotted(n), facts, scope, line, depth + 1)
+                                            for n in expr.names)
+        return False
 
     def kind_of_call(self, func: Expr) -> str | None:
         name = func.attr if isinstance(func, Attr) else func.id if isinstance(func, Name) else None
@@ -207,7 +237,7 @@ class Provenance:
                     continue
                 return self._tuple_origin(facts, scope, expr, line, hops, depth)
             if isinstance(expr, Subscript):
-                if not self.whole_index(expr.index):
+                if not self.whole_index(expr.index, facts, scope, line):
                     return None
                 hops.append(f"[{', '.join(render(i) for i in expr.index)}] keeps it whole")
                 expr = expr.value
@@ -226,8 +256,8 @@ class Provenance:
                 a = self.assignment(facts, scope, expr.id, line)
                 if a is None and not elems and self.across is not None and expr.id in self.params(facts, scope):
                     return self._through_parameter(facts, scope, expr.id, hops, depth)
-                if a is None or (a.target, a.line) in seen:
-                    return None
+                if a is None or (a.target, a.line) in seen or a.loop:
+                    return None  # no assignment seen, a cycle, or a loop variable (one element at a time)
                 seen.add((a.target, a.line))
                 if a.index is not None:
                     elems.append(a.index)
@@ -290,7 +320,7 @@ class Provenance:
         got = self._assigns.get(id(facts))
         if got is None or got[0] is not facts:
             table: dict[tuple[str, str], list[Assign]] = {}
-            for a in facts.assigns:
+            for a in (*facts.assigns, *facts.loop_assigns):
                 table.setdefault((a.scope, a.target), []).append(a)
             got = (facts, table)
             if len(self._assigns) > 256:

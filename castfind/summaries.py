@@ -129,7 +129,7 @@ class Summaries:
         for _ in range(_MAX_STEPS):
             if isinstance(expr, Name):
                 a = self.prov.assignment(facts, fn.qualname, expr.id, line)
-                if a is not None and a.index is None:
+                if a is not None and a.index is None and not a.loop:
                     expr, line = a.value, a.line
                     continue
                 if a is None and expr.id in fn.params and expr.id not in ("self", "cls"):
@@ -138,7 +138,7 @@ class Summaries:
             if isinstance(expr, Attr) and expr.attr in VIEW_ATTRIBUTES:
                 expr = expr.value
                 continue
-            if isinstance(expr, Subscript) and self.prov.whole_index(expr.index):
+            if isinstance(expr, Subscript) and self.prov.whole_index(expr.index, facts, fn.qualname, line):
                 expr = expr.value
                 continue
             if isinstance(expr, Call) and isinstance(expr.func, Attr):

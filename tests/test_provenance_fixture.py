@@ -37,7 +37,7 @@ def findings() -> list:
     return scan(Index(discover([str(FIX)]), jobs=1), load_rules()).findings
 
 
-@pytest.mark.parametrize("name", ["names.py", "views.py"])
+@pytest.mark.parametrize("name", ["names.py", "views.py", "indexes.py"])
 def test_each_marked_cast_is_flagged_or_quiet(findings: list, name: str) -> None:
     flagged, quiet = expected(name)
     assert flagged and quiet
