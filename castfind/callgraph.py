@@ -33,7 +33,7 @@ from castfind.discover import SourceFile
 from castfind.facts import from_dotted
 from castfind.index import Index
 from castfind.memo import Memo
-from castfind.receivers import Receivers
+from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
 from castfind.textquery import TextQueries, def_line
@@ -146,20 +146,13 @@ class CallGraph:
         defs = [x.target for x in res if x.target.kind == "def" and x.target.definition is not None]
         if defs:
             return any((t.module, t.definition.qualname) == node for t in defs)  # type: ignore[union-attr]
-        if self.typed_receiver(parts):
-            types = self.receivers.types_of(caller, ".".join(parts[:-1]))
-            if types is not None:
-                # Typed dispatch: a method of one of the types, of a base (inherited) or of a subclass
-                # (an override); a plain function or an unrelated class is not reached.
-                return node_cls is not None and self.receivers.related(node_cls, types)
+        recv = receiver_of(func)
+        types = self.receivers.types_of(caller, recv) if recv is not None else None
+        if types is not None:
+            # Typed dispatch: a method of one of the types, of a base (inherited) or of a subclass
+            # (an override); a plain function or an unrelated class is not reached.
+            return node_cls is not None and self.receivers.related(node_cls, types)
         return len(parts) > 1 and weak_ok
-
-    @staticmethod
-    def typed_receiver(parts: list[str]) -> bool:
-        """Is the call ``recv.m`` one whose receiver :mod:`castfind.receivers` may type? Not a plain
-        function, not ``super()``, and not ``self.m``/``cls.m`` alone (the class hierarchy decides
-        those, and an instance attribute holding a function stays a by-name edge)."""
-        return len(parts) > 1 and parts[0] != "super()" and not (len(parts) == 2 and parts[0] in ("self", "cls"))
 
     # -- hotness --------------------------------------------------------------------------------
     def prefetch(self, starts: Iterable[Node]) -> None:

@@ -37,6 +37,16 @@ Types = frozenset[Node] | None
 _MAX_CHAIN = 8  # attributes followed after the first name (``a.b.c.d``...)
 
 
+def receiver_of(func: str) -> str | None:
+    """The receiver of a call ``recv.m`` (dotted text) whose type may decide what it reaches; None for
+    a plain function, ``super().m`` and ``self.m``/``cls.m`` alone (the class hierarchy decides those,
+    and an instance attribute holding a function is no method of a class)."""
+    parts = func.split(".")
+    if len(parts) < 2 or parts[0] == "super()" or (len(parts) == 2 and parts[0] in ("self", "cls")):
+        return None
+    return ".".join(parts[:-1])
+
+
 def _union(parts: Iterable[Types]) -> Types:
     """Every part must be known; the union of them, or None when one is not (or all are empty)."""
     out: set[Node] = set()
