@@ -7,6 +7,11 @@ a call of ``f``'s name (the ``("calls", …)`` text query), so only those are pa
 - direct calls resolved through the ``where`` resolver (imports, aliases, re-exports);
 - ``self.m()`` / ``cls.m()`` / ``super().m()``: class-hierarchy analysis — a call in class C
   reaches ``m`` in C, its bases and its subclasses;
+- ``recv.m()`` with a receiver of known types (:mod:`castfind.receivers`: declared attribute, parameter
+  and local types, constructor and factory assignments — ``self.quant_method.apply()`` with
+  ``self.quant_method: Optional[QuantizeMethodBase]``): *typed dispatch* — the call reaches ``m`` in
+  each type, in its bases (inherited) and in its subclasses (every override, however many), and
+  nothing else;
 - ``obj.m()`` with a receiver we cannot type: a *weak* edge to every ``m`` in the index, added only
   when few functions bear that name (:data:`WEAK_FANOUT`).
 
@@ -28,6 +33,7 @@ from castfind.discover import SourceFile
 from castfind.facts import CallSite, from_dotted
 from castfind.index import Index
 from castfind.memo import Memo
+from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
 from castfind.textquery import TextQueries, def_line
@@ -53,6 +59,7 @@ class CallGraph:
         self.rules = rules
         self.queries = queries or TextQueries(index, rules, Memo(index))
         self.memo = self.queries.memo
+        self.receivers = Receivers(resolver)
         self.graph = nx.DiGraph()
 
     # -- facts about functions ------------------------------------------------------------------
@@ -79,17 +86,7 @@ class CallGraph:
 
     def ancestors(self, cls: Node) -> frozenset[Node]:
         """The class and every base class that resolves in the index."""
-        def compute() -> frozenset[Node]:
-            out = {cls}
-            d = self.r.definitions(cls[0]).get(cls[1])
-            if d is not None:
-                for b in self.r.bases(cls[0], d):
-                    if b.target.definition is not None:
-                        out |= self.ancestors((b.target.module, b.target.definition.qualname))
-            return frozenset(out)
-
-        # A class in an inheritance cycle sees only itself while its ancestors are computed.
-        return self.r.tracker.cached(("ancestors", cls), compute, frozenset({cls}))
+        return self.receivers.ancestors(cls)
 
     # -- edges ----------------------------------------------------------------------------------
     def callers(self, node: Node) -> list[Node]:
@@ -158,6 +155,12 @@ class CallGraph:
         defs = [x.target for x in res if x.target.kind == "def" and x.target.definition is not None]
         if defs:
             return any((t.module, t.definition.qualname) == node for t in defs)  # type: ignore[union-attr]
+        recv = receiver_of(func)
+        types = self.receivers.types_of(caller, recv) if recv is not None else None
+        if types is not None:
+            # Typed dispatch: a method of one of the types, of a base (inherited) or of a subclass
+            # (an override); a plain function or an unrelated class is not reached.
+            return node_cls is not None and self.receivers.related(node_cls, types)
         return len(parts) > 1 and weak_ok
 
     # -- hotness --------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import libcst as cst
 from castfind import casts
 from castfind.cstwalk import TokenWalker, walk
 from castfind.facts import (
+    Annotation,
     Assign,
     Attr,
     Call,
@@ -58,6 +59,48 @@ def _name_of(node: cst.CSTNode | None) -> str | None:
     if isinstance(node, cst.Call):
         return _name_of(node.func)
     return None
+
+
+#: Wrappers an annotation is unwrapped through: every element (``Optional``, ``Union``) or the first
+#: (``Annotated[X, meta]``, ``ClassVar[X]``, ``Final[X]``).
+_UNION_WRAPPERS = frozenset({"Optional", "Union"})
+_FIRST_WRAPPERS = frozenset({"Annotated", "ClassVar", "Final"})
+
+
+def annotation_types(node: cst.BaseExpression | None, depth: int = 0) -> tuple[str, ...]:
+    """The dotted class names an annotation allows (``Optional[A]``, ``A | None``, ``Union[A, B]``,
+    ``"A"``); ``None`` is dropped, a generic ``G[T]`` names ``G``. Empty when it names no class."""
+    if node is None or depth > _MAX_DEPTH:
+        return ()
+    d = depth + 1
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        name = _name_of(node)
+        return (name,) if name and name != "None" else ()
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        return _unique(annotation_types(node.left, d) + annotation_types(node.right, d))
+    if isinstance(node, cst.SimpleString):
+        text = node.evaluated_value
+        if not isinstance(text, str):
+            return ()
+        try:
+            inner = cst.parse_expression(text.strip())
+        except (cst.ParserSyntaxError, RecursionError, ValueError):
+            return ()
+        return annotation_types(inner, d)
+    if isinstance(node, cst.Subscript) and isinstance(node.value, (cst.Name, cst.Attribute)):
+        base = _name_of(node.value) or ""
+        elems = [el.slice.value for el in node.slice if isinstance(el.slice, cst.Index)]
+        last = base.rsplit(".", 1)[-1]
+        if last in _UNION_WRAPPERS:
+            return _unique(tuple(n for e in elems for n in annotation_types(e, d)))
+        if last in _FIRST_WRAPPERS:
+            return annotation_types(elems[0], d) if elems else ()
+        return (base,) if base else ()
+    return ()
+
+
+def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
 
 
 def to_expr(node: cst.CSTNode, depth: int = 0) -> Expr:
@@ -186,6 +229,7 @@ class _Walker(TokenWalker):
         self.cur_assign: cst.CSTNode | None = None
         self.pending_defs: dict[int, dict[str, Any]] = {}
         self.definitions: list[Definition] = []
+        self.annotations: list[Annotation] = []
         self.imports: list[Import] = []
         self.assigns: list[Assign] = []
         self.loop_assigns: list[Assign] = []
@@ -285,6 +329,8 @@ class _Walker(TokenWalker):
         while self.guards.pop().node is not None:  # up to the barrier (early returns above it)
             pass
         p = self.pending_defs.pop(id(node))
+        returns: tuple[str, ...] = ()
+        param_types: tuple[tuple[str, tuple[str, ...]], ...] = ()
         if isinstance(node, cst.ClassDef):
             bases = tuple(b for b in (_name_of(a.value) for a in node.bases if a.keyword is None) if b)
             params: tuple[str, ...] = ()
@@ -292,19 +338,22 @@ class _Walker(TokenWalker):
         else:
             bases = ()
             ps = node.params  # type: ignore[attr-defined]
-            params = tuple(
-                p_.name.value
-                for p_ in (*ps.posonly_params, *ps.params, *ps.kwonly_params)
-            )
+            named = (*ps.posonly_params, *ps.params, *ps.kwonly_params)
+            params = tuple(p_.name.value for p_ in named)
+            # ``*args: T`` is a tuple of T, ``**kw: T`` a dict: only plain parameters are typed.
+            param_types = tuple((p_.name.value, annotation_types(p_.annotation.annotation))
+                                for p_ in named if p_.annotation is not None)
             positional = len(ps.posonly_params) + len(ps.params)
             if isinstance(ps.star_arg, cst.Param):
                 params += (ps.star_arg.name.value,)
             if ps.star_kwarg is not None:
                 params += (ps.star_kwarg.name.value,)
+            ret = node.returns  # type: ignore[attr-defined]
+            returns = annotation_types(ret.annotation) if ret is not None else ()
         decorators = tuple(d for d in (_name_of(dec.decorator) for dec in node.decorators) if d)  # type: ignore[attr-defined]
         self.definitions.append(
             Definition(p["qual"], node.name.value, p["kind"], start, end, p["parent"], p["cond"],  # type: ignore[attr-defined]
-                       bases, decorators, params, positional)
+                       bases, decorators, params, positional, returns, param_types)
         )
 
     # -- statements ----------------------------------------------------------------------------
@@ -334,6 +383,10 @@ class _Walker(TokenWalker):
 
     def _ann_assign(self, node: cst.AnnAssign) -> None:
         self.cur_assign = node
+        target = _name_of(node.target) if isinstance(node.target, (cst.Name, cst.Attribute)) else None
+        if target is not None:
+            self.annotations.append(Annotation(target, annotation_types(node.annotation.annotation),
+                                               self.line, self.scope))
         if node.value is not None:
             self._bind(node.target, to_expr(node.value), node.value)
             self._store([node.target], node.value)
@@ -753,4 +806,5 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         casts=tuple(replace(c, stores=tuple(st)) if st else c for c, st in zip(w.casts, w.cast_stores, strict=True)),
         dynamic=tuple(w.dynamic),
         all_names=tuple(w.all_names) if w.all_names is not None else None,
+        annotations=tuple(w.annotations),
     )

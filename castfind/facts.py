@@ -17,7 +17,7 @@ from castfind import casts
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"9-{casts.digest()}"
+EXTRACTOR_VERSION = f"10-{casts.digest()}"
 
 DefKind = Literal["function", "method", "class"]
 
@@ -243,6 +243,27 @@ class Definition:
     params: tuple[str, ...] = ()
     #: How many of ``params`` can be passed by position (``posonly`` and plain ones, before ``*``).
     positional: int = 0
+    #: The declared return type: the class names of its annotation (``-> Base | None`` → ``("Base",)``).
+    returns: tuple[str, ...] = ()
+    #: The annotated parameters, each with the class names of its annotation (``(("layer", ("Attn",)),)``).
+    param_types: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """A declared type, with or without a value: ``self.m: Optional[Base] = None`` in a method,
+    ``m: Base`` in a class body, ``x: Foo`` in a function.
+
+    ``types`` are the dotted class names the annotation allows, after unwrapping ``Optional[X]``,
+    ``X | None``, ``Union[X, Y]``, ``Annotated[X, ...]``, ``ClassVar``/``Final`` and string annotations
+    (``"X"``); ``None`` is dropped. A generic ``Foo[T]`` names ``Foo`` (and ``List[Foo]`` names ``List``,
+    a class castfind will not find: the declaration then types nothing). Empty when nothing is named.
+    """
+
+    target: str  # a dotted name: ``x`` or ``self.x``
+    types: tuple[str, ...]
+    line: int
+    scope: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +296,7 @@ class FileFacts:
     #: ``for`` targets (:attr:`Assign.loop`), apart from ``assigns`` so name resolution never takes a
     #: loop variable for its iterable; provenance reads both.
     loop_assigns: tuple[Assign, ...] = ()
+    annotations: tuple[Annotation, ...] = ()
 
 
 def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
@@ -285,5 +307,5 @@ def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
 # fields() for every object; a warm scan loads millions of these records from the cache. Pickling
 # them as a constructor call with positional values is several times faster.
 for _cls in (Name, Attr, Call, Slice, Subscript, Const, Seq, Other, Import, Assign, CallSite, Return, Guard,
-             Cast, Definition, Dynamic, FileFacts):
+             Cast, Definition, Dynamic, FileFacts, Annotation):
     _cls.__reduce__ = _reduce  # type: ignore[method-assign]

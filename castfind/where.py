@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from castfind.facts import Attr, Call, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
+from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Hop, Resolved, Resolver, Target
 from castfind.types import Diagnostic
 from castfind.words import Words
@@ -88,6 +89,7 @@ class _Query:
     def __init__(self, index: Index, symbol: str) -> None:
         self.index = index
         self.r = Resolver(index)
+        self.receivers = Receivers(self.r)
         self.words = Words(index)
         self.symbol = symbol
         self.name = symbol.rsplit(".", 1)[-1]
@@ -189,6 +191,15 @@ class _Query:
         last = self.r.hop(t.module, d.line, "def")
         return (*chain, last) if chain[-1] != last else chain
 
+    def _classes_of(self, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The classes holding the methods among the found definitions."""
+        out: set[tuple[str, str]] = set()
+        for module, qualname in keys:
+            d = self.r.definitions(module).get(qualname)
+            if d is not None and d.kind == "method":
+                out.add((module, d.parent))
+        return out
+
     def _hits(self, res: list[Resolved], keys: set[tuple[str, str]]) -> bool:
         return any(x.target.kind == "def" and x.target.definition is not None
                    and (x.target.module, x.target.definition.qualname) in keys for x in res)
@@ -222,6 +233,7 @@ class _Query:
     def call_sites(self, defs: list[WhereDefinition], keys: set[tuple[str, str]]) -> list[Location]:
         names = self.alias_names({self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs}, keys)
         methods_only = bool(defs) and all(d.kind == "method" for d in defs)
+        classes = self._classes_of(keys)
         out: dict[tuple[str, int], Location] = {}
         for facts in self.index.load_files(self.words.containing(sorted(names))):
             sf = self.r.modules.file(facts.module)
@@ -235,6 +247,13 @@ class _Query:
                 hit = any(x.target.definition is not None and (x.target.module, x.target.definition.qualname) in keys
                           for x in res if x.target.kind == "def")
                 weak = methods_only and "." in cs.func and not res
+                recv = receiver_of(cs.func) if not any(x.target.kind == "def" for x in res) else None
+                types = self.receivers.types_of((facts.module, cs.scope), recv) if recv and cs.scope else None
+                if types is not None:
+                    # Typed dispatch: `self.quant_method.apply(...)` with the receiver declared as a base
+                    # of the class holding this `apply` (or the class itself, or a subclass) calls it; a
+                    # receiver typed as an unrelated class does not.
+                    hit, weak = any(self.receivers.related(c, types) for c in classes), False
                 if hit or weak:
                     out[(sf.path, cs.line)] = Location(sf.root, sf.path, cs.line)
         return sorted(out.values(), key=lambda c: (c.path, c.line))

@@ -356,3 +356,50 @@ def test_assigned_to_is_the_single_plain_target_of_the_cast_itself() -> None:
     }
     (c,) = [c for c in _casts(src) if c.assigned_to == "self.w"]
     assert c.receiver == Attr(Name("self"), "w")
+
+
+def test_declared_types_of_attributes_locals_parameters_and_returns() -> None:
+    src = '''\
+from typing import Optional, Union
+import typing as t
+
+
+class Linear:
+    quant_method: "QuantBase"
+    scale: float
+
+    def __init__(self, qc: Optional[QuantConfig], n: int = 3, *rest: Foo, **kw: Bar) -> None:
+        self.quant_method: Optional[QuantBase] = None
+        self.impl: t.Union[FlashImpl, "impls.TorchImpl", None]
+        self.extra: Annotated[Final[Foo], "meta"] = Foo()
+        self.rows: list[Foo] = []
+        local: Foo | None
+        self.x, self.y = 1, 2
+
+    def get(self, layer: "Linear") -> QuantBase | None:
+        return None
+
+
+def make() -> Union[A, B]:
+    return A()
+'''
+    facts = extract_source(src.encode(), "m", "m.py", False)
+    assert [(a.target, a.types, a.scope) for a in facts.annotations] == [
+        ("quant_method", ("QuantBase",), "Linear"),
+        ("scale", ("float",), "Linear"),
+        ("self.quant_method", ("QuantBase",), "Linear.__init__"),
+        ("self.impl", ("FlashImpl", "impls.TorchImpl"), "Linear.__init__"),
+        ("self.extra", ("Foo",), "Linear.__init__"),
+        ("self.rows", ("list",), "Linear.__init__"),  # a generic names its own class, not its items
+        ("local", ("Foo",), "Linear.__init__"),
+    ]
+    defs = {d.qualname: d for d in facts.definitions}
+    # `*rest` and `**kw` are a tuple and a dict: not typed. `-> None` declares no class.
+    assert defs["Linear.__init__"].param_types == (("qc", ("QuantConfig",)), ("n", ("int",)))
+    assert defs["Linear.__init__"].returns == ()
+    assert defs["Linear.get"].param_types == (("layer", ("Linear",)),)
+    assert defs["Linear.get"].returns == ("QuantBase",)
+    assert defs["make"].returns == ("A", "B")
+    assert defs["Linear"].returns == () and defs["Linear"].param_types == ()
+    # An annotation with a value still binds the name.
+    assert ("self.extra", 12) in {(a.target, a.line) for a in facts.assigns}

@@ -124,3 +124,28 @@ def test_once_fixture_each_memo_mechanism_and_its_look_alike():
     got = {f.line: ("once" if f.rule == "CF103" else "every") for f in out.findings}
     assert got == want
     assert sum(v == "once" for v in want.values()) == 7 and sum(v == "every" for v in want.values()) == 9
+
+
+DISPATCH = REPO / "fixtures" / "dispatch"
+
+
+def test_typed_dispatch_fixture_flags_the_overrides_hot_and_not_the_look_alikes():
+    rc, data = _json(str(DISPATCH))
+    got = {(f["rule"], f["path"], f["function"]): f["hot_path"] for f in data["findings"]}
+    P = "dispatchpkg"
+    assert got == {
+        # self.quant_method: Optional[QuantMethodBase] → every override, hot through LinearBase.forward.
+        ("CF102", f"{P}/quant.py", "Fp8LinearMethod.apply"): [f"{P}.linear.LinearBase.forward",
+                                                              f"{P}.quant.Fp8LinearMethod.apply"],
+        ("CF102", f"{P}/quant.py", "Int8LinearMethod.apply"): [f"{P}.linear.LinearBase.forward",
+                                                               f"{P}.quant.Int8LinearMethod.apply"],
+        # self.impl = FlashImpl(...); self.backend = make_backend() -> DecodeBackendBase.
+        ("CF102", f"{P}/attention.py", "FlashImpl.run"): [f"{P}.attention.Attention.forward",
+                                                          f"{P}.attention.FlashImpl.run"],
+        ("CF102", f"{P}/backends.py", "TritonBackend.decode"): [f"{P}.attention.Attention.forward",
+                                                                f"{P}.backends.TritonBackend.decode"],
+        # Look-alikes: same method names, outside the declared hierarchies: cold.
+        ("CF104", f"{P}/backends.py", "CpuDecoder.decode"): [],
+        ("CF104", f"{P}/legacy.py", "LegacyMethod.apply"): [],
+    }
+    assert rc == 1 and data["diagnostics"] == []

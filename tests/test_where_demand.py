@@ -5,6 +5,7 @@ from __future__ import annotations
 from castfind.discover import discover
 from castfind.index import Index
 from castfind.where import where
+from tests.support import REPO
 
 
 def test_where_reads_only_files_that_name_the_symbol(tmp_path):
@@ -23,3 +24,47 @@ def test_where_reads_only_files_that_name_the_symbol(tmp_path):
     assert [(d.qualname, d.line) for d in res.definitions] == [("pkg.kern.kernel", 1)]
     assert [(c.path, c.line) for c in res.call_sites] == [("pkg/load.py", 8)]
     assert index.loaded <= 4, index.loaded  # kern, load (+ __init__), never the 30 others
+
+
+DISPATCH = REPO / "fixtures" / "dispatch"
+
+
+def _sites(index: Index, symbol: str) -> list[tuple[str, int]]:
+    return [(c.path, c.line) for c in where(index, symbol).call_sites]
+
+
+def _line(rel: str, text: str) -> int:
+    lines = (DISPATCH / rel).read_text().splitlines()
+    (n,) = [i for i, line in enumerate(lines, 1) if text in line]
+    return n
+
+
+def test_where_lists_typed_call_sites_of_an_override_and_not_of_look_alikes():
+    index = Index(discover([str(DISPATCH)]), jobs=1)
+    linear = ("dispatchpkg/linear.py", _line("dispatchpkg/linear.py", "self.quant_method.apply("))
+    runner = [("dispatchpkg/runner.py", _line("dispatchpkg/runner.py", "return method.apply(")),
+              ("dispatchpkg/runner.py", _line("dispatchpkg/runner.py", "layer.quant_method.apply("))]
+    sampler = ("dispatchpkg/sampler.py", _line("dispatchpkg/sampler.py", "self.sampler.apply("))
+    # `self.quant_method: Optional[QuantMethodBase]`: a call site of every override of the base.
+    assert _sites(index, "Fp8LinearMethod.apply") == [linear, *runner]
+    assert _sites(index, "QuantMethodBase.apply") == [linear, *runner]
+    # Receivers typed as other classes are not call sites of the look-alikes (by name they all were).
+    assert _sites(index, "LegacyMethod.apply") == []
+    assert _sites(index, "Sampler.apply") == [sampler]
+
+
+def test_where_lists_a_typed_call_site_even_when_a_function_shares_the_name(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text(
+        "class Base:\n    def apply(self, x):\n        return x\n\n"
+        "class Impl(Base):\n    def apply(self, x):\n        return x\n\n"
+        "def apply(x):\n    return x\n")
+    (pkg / "use.py").write_text(
+        "from pkg.ops import Base\n\n"
+        "def run(m: Base, x, other):\n    other.apply(x)\n    return m.apply(x)\n")
+    index = Index(discover([str(tmp_path)]), jobs=1)
+    res = where(index, "apply")
+    assert {d.kind for d in res.definitions} == {"method", "function"}  # no by-name call sites then
+    assert [(c.path, c.line) for c in res.call_sites] == [("pkg/use.py", 5)]
