@@ -139,7 +139,7 @@ class Provenance:
     def scalar(self, expr: Expr, facts: FileFacts | None = None, scope: str = "", line: int = 0,
                depth: int = 0) -> bool:
         """Is ``expr`` one integer (so ``buf[expr]`` picks a layer, not rows)? Judged by what it is:
-        an integer literal; ``int(...)``, ``len(...)``, ``x.item()``; a ``range(...)`` loop variable or
+        an integer literal; a parameter annotated ``int``; ``int(...)``, ``len(...)``, ``x.item()``; a ``range(...)`` loop variable or
         the counter of ``enumerate``; a local assigned one of those; integer arithmetic of them
         (``layer_id - self.start_layer``); or a name the rules' ``index.scalar`` list holds. An index
         tensor, a mask or anything castfind cannot see is not a scalar."""
@@ -153,7 +153,7 @@ class Provenance:
         if isinstance(expr, Name) and facts is not None:
             a = self.assignment(facts, scope, expr.id, line)
             if a is None:
-                return False
+                return self.int_parameter(facts, scope, expr.id)
             if a.loop:
                 it = a.value
                 fn = dotted(it.func) if isinstance(it, Call) else None
@@ -300,6 +300,14 @@ class Provenance:
         if outer is None:
             return None
         return Origin(outer.kind, outer.path, (*hops, *outer.hops), outer.names, outer.classes)
+
+    @staticmethod
+    def int_parameter(facts: FileFacts, scope: str, name: str) -> bool:
+        """Is ``name`` a parameter of ``scope`` annotated ``int``?"""
+        for d in facts.definitions:
+            if d.qualname == scope and d.kind != "class":
+                return dict(d.param_types).get(name) == ("int",)
+        return False
 
     def params(self, facts: FileFacts, scope: str) -> tuple[str, ...]:
         """The parameters of the function ``scope`` (none at module or class level)."""

@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 from castfind.callgraph import WEAK_FANOUT, CallGraph
+from castfind.receivers import receiver_of
 from castfind.checker import Checker
 from castfind.discover import SourceFile
 from castfind.facts import FileFacts, from_dotted
@@ -211,9 +212,11 @@ def _handed(index: Index, rules: RuleSet, resolver: Resolver, graph: CallGraph, 
     """The files, beyond ``chosen``, of functions a call in ``chosen`` hands a whole buffer to.
 
     One call forward: a call ``f(..., pool.get_kv_buffer(i), ...)`` in a candidate file adds the
-    file of ``f`` when its text holds a cast. ``f`` resolves through the resolver; a method call no
-    name resolves (``self.impl.forward(...)``) reaches the ``def forward`` files only when few hold
-    one (the call graph's by-name rule). Each candidate's answer is a memoised step (module names).
+    file of ``f`` when its text holds a cast. ``f`` resolves through the resolver; a method call on a
+    typed receiver (``self.impl.forward(...)`` with ``self.impl: AttentionImpl``) reaches the files of
+    those classes and the files that define ``forward`` and name one of them (a subclass names its
+    base); an untyped one reaches the ``def forward`` files only when few hold one (the call graph's
+    by-name rule). Each candidate's answer is a memoised step (module names).
     """
     plain = Provenance(rules, oracle.kind)
     memo = queries.memo
@@ -233,7 +236,16 @@ def _handed(index: Index, rules: RuleSet, resolver: Resolver, graph: CallGraph, 
                      if t.target.kind == "def" and t.target.definition is not None]
             if not found and "." in cs.func:
                 name = cs.func.rsplit(".", 1)[-1]
-                if graph.def_count(name) <= WEAK_FANOUT:
+                recv = receiver_of(cs.func)
+                types = graph.receivers.types_of((facts.module, cs.scope), recv) if recv is not None else None
+                if types:
+                    # Typed dispatch: the files of the declared classes and those that define `name`
+                    # and name one of them (a subclass names its base).
+                    names = tuple(sorted({t[1].rsplit(".", 1)[-1] for t in types}))
+                    found = [t[0] for t in types]
+                    defining = {f.abspath for f in queries.select(("defines", name))}
+                    found += [f.module for f in queries.select(("contains", names)) if f.abspath in defining]
+                elif graph.def_count(name) <= WEAK_FANOUT:
                     found = [f.module for f in queries.select(("defines", name))]
             out.update(found)
         out.discard(facts.module)

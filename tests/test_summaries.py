@@ -73,11 +73,19 @@ def test_the_provenance_crosses_the_call_in_order(findings: list) -> None:
     # From the cast outward: the callee's own view, then the call that passes the pool, then the caller's walk.
     assert hops[0].startswith("flat = pages.view(")
     crossing = next(i for i, h in enumerate(hops) if "passes cache as pages of attend" in h)
-    assert hops[crossing].startswith("callpkg/backend.py:13 Backend.forward_decode")
+    call_line = 1 + (FIX / "callpkg" / "backend.py").read_text().splitlines().index(
+        "        out = attend(q, cache, layer.scale)")
+    assert hops[crossing].startswith(f"callpkg/backend.py:{call_line} Backend.forward_decode")
     assert hops[-1] == "get_kv_buffer() returns the whole kv-cache"
     assert attend.hot_path[0].endswith("Backend.forward_decode")
     pairs = next(f for f in findings if f.expr == "pairs.float()")
     assert any(h.startswith("as_pairs() returns its t at full size") for h in pairs.provenance)
+
+
+def test_a_typed_receiver_reaches_the_override_and_not_a_same_named_method(findings: list) -> None:
+    run = next(f for f in findings if f.path.endswith("impls.py"))
+    assert run.function == "FlashImpl.run" and run.hot_path[0].endswith("Backend.forward_decode")
+    assert any("passes cache as pages of FlashImpl.run" in h for h in run.provenance), run.provenance
 
 
 def test_the_argument_bound_to_a_parameter() -> None:
