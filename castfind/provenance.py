@@ -151,8 +151,9 @@ class Provenance:
             if (isinstance(el, Other) and el.kind == "BinaryOperation" and el.names
                     and all(self.rules.is_scalar_index(n) for n in el.names)):
                 continue
-            what = el.text if isinstance(el, Other) and not el.text and el.names else ""
-            return "gather-index", render(el) if not what else f"a {el.kind} of {', '.join(el.names)}"
+            if isinstance(el, Other) and not el.text and el.names:
+                return "gather-index", f"a {el.kind} of {', '.join(el.names)}"
+            return "gather-index", render(el)
         return None
 
     def kind_of_call(self, func: Expr) -> str | None:
