@@ -32,6 +32,7 @@ def scan(
     traces: list[str] | None = None,
     demand: bool = True,
     explain: bool = False,
+    stops: bool = False,
     exclude: tuple[str, ...] = (),
     **index_options: Any,
 ) -> ScanRun:
@@ -41,14 +42,15 @@ def scan(
     staged files; the roots then come from ``roots``, ``[tool.castfind] roots`` or the current folder).
     ``index_options`` are :class:`~castfind.pipeline.IndexOptions`' fields. Raises RuleError,
     ConfigError, BaselineError, DiscoveryError, OutputPathError or TraceError for bad input; output
-    paths and ``--only`` files are checked before anything is parsed. The phases are in
+    paths and ``--only`` files are checked before anything is parsed. ``explain``: an explanation per
+    cast in ``ScanRun.explanations``; ``stops``: the table of where proofs stopped in ``ScanRun.stops``. The phases are in
     :mod:`castfind.pipeline`; the carried results are saved before ``post`` reads any trace, so a
     bad trace does not cost the next scan its warm start.
     """
     request = pipeline.ScanRequest(
         paths=tuple(paths), roots=tuple(roots or ()), only=only, rules=tuple(rules or ()),
         entry_points=tuple(entry_points or ()), fail_on=fail_on, baseline=baseline, write_baseline=write_baseline,
-        traces=tuple(traces or ()), demand=demand, explain=explain, exclude=tuple(exclude),
+        traces=tuple(traces or ()), demand=demand, explain=explain, stops=stops, exclude=tuple(exclude),
         index=pipeline.IndexOptions(**index_options),
     )
     scan_plan = pipeline.plan(request)

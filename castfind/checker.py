@@ -5,14 +5,25 @@ a whole buffer (:mod:`castfind.provenance`), whether it runs once (initialisatio
 memo) and, only when a rule asks, whether its function is hot (:mod:`castfind.callgraph`).
 The first rule in file order that matches a cast reports it; with ``explain``, the explanation
 names the later matching rules it shadows (a user rule overlapping a default one).
+
+With ``explain`` the checker also keeps one :class:`Explanation` per cast, keyed ``(path, line, column)``:
+the provenance hops, the :class:`~castfind.provenance.Stop` where the proof that it is a whole buffer
+ended (the walk's, or ``excluded`` by the kind's ``exclude``), what made it run once, the hot path or
+the ``cold`` stop, and the rule that matched. :func:`tally_stops` counts the stops of the buffer-like
+casts (``castfind scan --stops``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from castfind.callgraph import CallGraph
-from castfind.facts import Cast, Const, FileFacts, dotted, render
-from castfind.provenance import Origin, Provenance
-from castfind.rules import Rule, RuleSet
+from castfind.facts import Cast, Const, Expr, FileFacts, Other, dotted, render
+from castfind.provenance import STOP_REASONS, Origin, Provenance, Stop, StopReason, buffer_names
+from castfind.rules import Rule, RuleSet, identifier_tokens
 from castfind.types import Finding
 
 
@@ -34,7 +45,13 @@ def cast_dtype(rules: RuleSet, cast: Cast) -> str | None:
 
 
 def is_once(rules: RuleSet, cast: Cast, operand_path: str, decorators: tuple[str, ...] = ()) -> bool:
-    """Does this cast run once? By the structure of the code, never by the words of a test:
+    """Does this cast run once? (:func:`once_reason` says why.)"""
+    return once_reason(rules, cast, operand_path, decorators) is not None
+
+
+def once_reason(rules: RuleSet, cast: Cast, operand_path: str, decorators: tuple[str, ...] = ()) -> str | None:
+    """What makes this cast run once (None: it runs on every call). By the structure of the code, never
+    by the words of a test:
 
     (a) its function (or one it is nested in) is an initialisation/loading function (``once.functions``);
     (b) its result is stored to a location (an attribute, ``setattr``, a cache entry, a global) and a
@@ -45,14 +62,21 @@ def is_once(rules: RuleSet, cast: Cast, operand_path: str, decorators: tuple[str
     (d) ``self.w = self.w.to(...)`` stores it back over its own operand (``once.store_to_self``).
     """
     names = [p for p in cast.scope.split(".") if p != "<locals>"]
-    if any(rules.is_once_function(n) for n in names):
-        return True
-    if any(rules.is_once_decorator(d) for d in decorators):
-        return True
-    if cast.stores and any(k in guard.absent for guard in cast.guards for k in cast.stores):
-        return True
+    for n in names:
+        if rules.is_once_function(n):
+            return f"function {n} is an initialisation or loading function (once.functions)"
+    for d in decorators:
+        if rules.is_once_decorator(d):
+            return f"its function is memoised by @{d} (once.decorators)"
+    for guard in cast.guards:
+        for k in cast.stores:
+            if k in guard.absent:
+                how = "an early return or else branch of" if guard.negated else "the guard"
+                return f"its result is stored to {k} and {how} `if {guard.test}` tests that {k} is unset (a memo)"
     # `self.w = self.w.to(...)`: afterwards the buffer has the new dtype and .to() is a no-op.
-    return rules.once_store_to_self and cast.assigned_to is not None and cast.assigned_to == operand_path.split("[")[0]
+    if rules.once_store_to_self and cast.assigned_to is not None and cast.assigned_to == operand_path.split("[")[0]:
+        return f"it is stored back over its own operand {cast.assigned_to} (once.store_to_self)"
+    return None
 
 
 def _decorators(facts: FileFacts, cast: Cast) -> tuple[str, ...]:
@@ -66,6 +90,57 @@ def _decorators(facts: FileFacts, cast: Cast) -> tuple[str, ...]:
     return ()
 
 
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why one cast was or was not flagged, as data (``--explain`` renders ``why``, ``--stops`` counts ``stop``).
+
+    ``hops``: the provenance walk (to the buffer, or to the stop). ``stop``: where the proof that the
+    operand is a whole buffer ended (None when it is one); ``buffer``: its kind when it is one. ``once``:
+    what made it run once (a once function, decorator, memo guard or store back). ``hot``: the hot path
+    when a rule asked and one was found; ``cold``: the stop when a rule asked and none was. ``rule``: the
+    rule that reports it (None: none matched). ``buffer_like``: see :func:`is_buffer_like`. ``why``: the
+    whole account as lines, in order.
+    """
+
+    path: str
+    line: int
+    column: int
+    expr: str
+    function: str
+    dtype: str | None
+    operand: str
+    hops: tuple[str, ...]
+    stop: Stop | None
+    buffer: str | None
+    once: str | None
+    hot: tuple[str, ...] | None
+    cold: Stop | None
+    rule: str | None
+    buffer_like: bool
+    why: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.path, self.line, self.column)
+
+
+def buffer_tokens(rules: RuleSet) -> frozenset[str]:
+    """The identifier tokens of every buffer kind's getter and attribute names, but ``get`` (the verb of
+    every getter), numbers and single letters: ``kv``, ``buffer``, ``cache``, ``state``, ``weight`` ..."""
+    out = {t for k in rules.buffers.values() for n in (*k.getters, *k.attributes) for t in identifier_tokens(n)}
+    return frozenset(t for t in out if len(t) > 1 and not t.isdigit() and t != "get")
+
+
+def is_buffer_like(operand: Expr, tokens: frozenset[str], walked: int) -> bool:
+    """Is a cast's operand *buffer-like* (what ``--stops`` counts)? Its identifiers (names and attributes of
+    the operand expression, a call's function, a subscript's value; not arguments or indices) hold one of
+    ``tokens`` (:func:`buffer_tokens`), or the provenance walk passed at least one hop (``walked``)."""
+    if walked > 0:
+        return True
+    names = operand.names if isinstance(operand, Other) else buffer_names(operand)
+    return any(t in tokens for n in names for t in identifier_tokens(n))
+
+
 class Checker:
     """Applies a :class:`RuleSet` to files, sharing provenance and the call graph across them."""
 
@@ -73,24 +148,35 @@ class Checker:
         self.rules = rules
         self.prov = provenance
         self.graph = graph
-        self.explanations: dict[tuple[str, int], list[str]] = {}
+        self.explanations: dict[tuple[str, int, int], Explanation] = {}
+        self._tokens = buffer_tokens(rules)
 
-    def origin_of(self, facts: FileFacts, cast: Cast) -> Origin | None:
+    def operand_of(self, cast: Cast) -> Expr | None:
+        """The expression the cast reads (its receiver or its first argument, as the cast table says)."""
         spec = self.rules.casts.get(cast.method)
         if spec is None:
             return None
-        operand = cast.receiver if spec.operand == "receiver" else (cast.args[0] if cast.args else None)
+        return cast.receiver if spec.operand == "receiver" else (cast.args[0] if cast.args else None)
+
+    def origin_of(self, facts: FileFacts, cast: Cast) -> Origin | None:
+        got = self.origin_or_stop(facts, cast)
+        return got if isinstance(got, Origin) else None
+
+    def origin_or_stop(self, facts: FileFacts, cast: Cast) -> Origin | Stop:
+        """The whole buffer the cast reads, or where the proof stopped (``excluded`` included)."""
+        operand = self.operand_of(cast)
         if operand is None:
-            return None
-        origin = self.prov.origin(facts, cast.scope, operand, cast.line)
-        if origin is None:
-            return None
+            return Stop("other", f".{cast.method}() here has no operand to follow")
+        got = self.prov.origin_or_stop(facts, cast.scope, operand, cast.line)
+        if isinstance(got, Stop):
+            return got
         # The kind's exclusions look at the buffer (its identifiers, the class that holds it), never at
         # the function the cast is in: a weight read in `forward_normal` is still a weight.
-        kind = self.rules.buffers[origin.kind]
-        if kind.excluded(origin.names, origin.classes):
-            return None
-        return origin
+        kind = self.rules.buffers[got.kind]
+        if kind.excluded(got.names, got.classes):
+            why = kind.exclusion(got.names, got.classes) or "excluded"
+            return Stop("excluded", f"{got.path} is a {got.kind} buffer, but {why}", got.hops)
+        return got
 
     def _applicable(self, cast: Cast, origin: Origin, once: bool) -> list[Rule]:
         """The rules, in file order, whose cast, buffer kind and once-ness fit this cast."""
@@ -108,6 +194,7 @@ class Checker:
         return any(r.hot is not None for r in self._applicable(cast, origin, once))
 
     def check(self, facts: FileFacts, root: str, explain: bool = False) -> list[Finding]:
+        """The findings of one file; with ``explain``, an :class:`Explanation` of each cast in :attr:`explanations`."""
         out: list[Finding] = []
         methods = self.rules.cast_methods()
         for cast in facts.casts:
@@ -115,26 +202,49 @@ class Checker:
                 continue
             why: list[str] = []
             dtype = cast_dtype(self.rules, cast)
-            origin = self.origin_of(facts, cast) if dtype is not None else None
+            got = self.origin_or_stop(facts, cast) if dtype is not None else None
+            verdict = _Verdict()
             if dtype is None:
                 why.append(f".{cast.method}() here does not name a dtype: not a dtype cast")
-            elif origin is None:
-                why.append("its operand is not a whole buffer (a parameter, a gathered or batch-sliced tensor, or a name no rule knows)")
-            else:
-                f = self._judge(facts, root, cast, origin, dtype, why, explain)
+            elif isinstance(got, Stop):
+                why += [f"provenance: {h}" for h in got.hops]
+                if got.reason == "excluded":
+                    why.append(f"not a whole buffer the rules flag: excluded: {got.detail}")
+                else:
+                    why.append(f"not a whole buffer: provenance stopped at {got.reason}: {got.detail}")
+            elif got is not None:
+                f, verdict = self._judge(facts, root, cast, got, dtype, why, explain)
                 if f is not None:
                     out.append(f)
             if explain:
-                self.explanations[(facts.path, cast.line)] = why
+                self._explain(facts, cast, dtype, got, verdict, why)
         return out
 
+    def _explain(self, facts: FileFacts, cast: Cast, dtype: str | None, got: Origin | Stop | None, verdict: _Verdict,
+                 why: list[str]) -> None:
+        operand = self.operand_of(cast)
+        hops = got.hops if got is not None else ()
+        stop = got if isinstance(got, Stop) else None
+        e = Explanation(
+            path=facts.path, line=cast.line, column=cast.column, expr=cast.text, function=cast.scope or "<module>",
+            dtype=dtype, operand=render(operand), hops=hops, stop=stop,
+            buffer=got.kind if isinstance(got, Origin) else None, once=verdict.once, hot=verdict.hot,
+            cold=verdict.cold, rule=verdict.rule,
+            buffer_like=operand is not None and (isinstance(got, Origin) or is_buffer_like(operand, self._tokens, len(hops))),
+            why=tuple(why),
+        )
+        self.explanations[e.key] = e
+
     def _judge(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str, why: list[str],
-               explain: bool = False) -> Finding | None:
+               explain: bool = False) -> tuple[Finding | None, _Verdict]:
         """The finding of the first rule that matches; with ``explain``, also name the later ones it shadows."""
         why += [f"provenance: {h}" for h in origin.hops]
-        once = is_once(self.rules, cast, origin.path, _decorators(facts, cast))
-        why.append("runs once (initialisation, loading or memoised)" if once else "runs on every call")
+        once_why = once_reason(self.rules, cast, origin.path, _decorators(facts, cast))
+        once = once_why is not None
+        why.append(f"runs once: {once_why}" if once_why else
+                   "runs on every call (no once function, memo decorator, memo guard or store back)")
         hot: tuple[str, ...] | None = None
+        cold: Stop | None = None
         hot_known = False
         matched: list[Rule] = []
         win_hot: tuple[str, ...] | None = None  # as known when the first rule matched: the finding's hot path
@@ -143,7 +253,12 @@ class Checker:
                 if not hot_known:
                     hot = self.graph.hot_path((facts.module, cast.scope)) if cast.scope else None
                     hot_known = True
-                    why.append(f"hot path: {' -> '.join(hot)}" if hot else "cold: no entry point reaches it")
+                    if hot:
+                        why.append(f"hot path: {' -> '.join(hot)}")
+                    else:
+                        where = f"{facts.module}.{cast.scope}" if cast.scope else f"module level of {facts.module}"
+                        cold = Stop("cold", f"no entry point reaches {where}")
+                        why.append(f"cold: {cold.detail}")
                 if rule.hot != (hot is not None):
                     continue
             if not matched:
@@ -151,15 +266,16 @@ class Checker:
             matched.append(rule)
             if not explain:
                 break
+        verdict = _Verdict(once_why, hot or None, cold, matched[0].id if matched else None)
         if not matched:
-            why.append("no rule matches this combination")
-            return None
+            why.append("no rule matches this combination (its buffer kind, once-ness and hot path)")
+            return None, verdict
         rule = matched[0]
         why.append(f"matches {rule.id} {rule.name}")
         if len(matched) > 1:
             why.append(f"{rule.id} ({rule.source}:{rule.line}) takes the line, the first matching rule in file order; "
                        "it shadows " + ", ".join(f"{r.id} {r.name} ({r.source}:{r.line})" for r in matched[1:]))
-        return self._finding(facts, root, cast, origin, dtype, rule, win_hot or ())
+        return self._finding(facts, root, cast, origin, dtype, rule, win_hot or ()), verdict
 
     def _finding(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str,
                  rule: Rule, hot: tuple[str, ...]) -> Finding:
@@ -179,3 +295,69 @@ class Checker:
             expr=cast.text, message=message, hot_path=hot, provenance=origin.hops, fix=rule.fix,
             module=facts.module, score=score,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """What :meth:`Checker._judge` learnt beyond the finding: the once reason, the hot path or the cold
+    stop (when a rule asked), the rule that matched."""
+
+    once: str | None = None
+    hot: tuple[str, ...] | None = None
+    cold: Stop | None = None
+    rule: str | None = None
+
+
+# --------------------------------------------------------------------------- --stops
+
+
+@dataclass(frozen=True, slots=True)
+class StopRow:
+    """One stop reason: how many buffer-like casts stopped there, and the files with most (path, count)."""
+
+    reason: StopReason
+    count: int
+    files: tuple[tuple[str, int], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reason": self.reason, "count": self.count,
+                "files": [{"path": p, "count": n} for p, n in self.files]}
+
+
+@dataclass(frozen=True, slots=True)
+class StopTable:
+    """``castfind scan --stops``: over the dtype casts examined (a cast method a rule names, naming a dtype,
+    in a candidate file), those with a buffer-like operand; each counted once, at its provenance stop (or
+    ``excluded``), else at its ``cold`` stop; ``whole`` of them reached a whole buffer."""
+
+    examined: int
+    buffer_like: int
+    whole: int
+    rows: tuple[StopRow, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"examined": self.examined, "buffer_like": self.buffer_like, "whole": self.whole,
+                "stops": [r.to_dict() for r in self.rows]}
+
+
+def cast_stop(e: Explanation) -> Stop | None:
+    """The stop a cast is counted at: provenance's (or ``excluded``), else ``cold``."""
+    return e.stop if e.stop is not None else e.cold
+
+
+def tally_stops(explanations: Iterable[Explanation] | Mapping[Any, Explanation], top: int = 5) -> StopTable:
+    """Count the stops of the buffer-like dtype casts among ``explanations``, per reason (in
+    :data:`~castfind.provenance.STOP_REASONS` order; reasons with no cast left out), with the ``top``
+    files of each (most first, then by path)."""
+    items = list(explanations.values()) if isinstance(explanations, Mapping) else list(explanations)
+    examined = [e for e in items if e.dtype is not None]
+    like = [e for e in examined if e.buffer_like]
+    per: dict[StopReason, Counter[str]] = {}
+    for e in like:
+        stop = cast_stop(e)
+        if stop is not None:
+            per.setdefault(stop.reason, Counter())[e.path] += 1
+    rows = tuple(
+        StopRow(r, sum(per[r].values()), tuple(sorted(per[r].items(), key=lambda kv: (-kv[1], kv[0]))[:top]))
+        for r in STOP_REASONS if r in per)
+    return StopTable(len(examined), len(like), sum(e.buffer is not None for e in like), rows)

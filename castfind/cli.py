@@ -210,7 +210,10 @@ def scan(
     baseline: str | None = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file."),
     write_baseline: str | None = typer.Option(None, "--write-baseline", help="Record the current findings in this baseline file."),
     trace: list[str] | None = typer.Option(None, "--trace", help="A runtime trace (.castfind.jsonl) to join (repeatable)."),
-    explain: str | None = typer.Option(None, "--explain", help="PATH:LINE — say why the cast there was or was not flagged."),
+    explain: str | None = typer.Option(None, "--explain", metavar="PATH:LINE[:COL]",
+                                       help="Say why each cast on that line (or the one at COL) was or was not flagged."),
+    stops: bool = typer.Option(False, "--stops", help="Print where the proofs stopped: casts of buffer-like operands "
+                               "per stop reason, with the top files (JSON with --json); exit 0."),
     eager: bool = typer.Option(False, "--eager", help="Parse every file instead of only those that can matter (slower; same findings)."),
     color: bool = typer.Option(False, "--color", help="Colour the text output."),
     cache_dir: str | None = CacheDirOpt,
@@ -238,6 +241,11 @@ def scan(
     n_jobs = _jobs(jobs)
     if json_out and output_format not in (None, "json"):
         _fail(f"--json --format {output_format}: --json is --format json — give one of them")
+    if stops and explain:
+        _fail("--stops --explain: each prints its own account of the scan — give one of them")
+    if stops and (sarif or output_format not in (None, "json", "text")):
+        given = f"--sarif {sarif}" if sarif else f"--format {output_format}"
+        _fail(f"--stops {given}: the stop table is text or JSON — drop {given.split()[0]} or use --json")
     if sarif == "-" and (json_out or output_format is not None):
         given = "--json" if json_out else "--format"
         _fail(f"--sarif - {given}{'' if json_out else f' {output_format}'}: only one document can go to stdout — "
@@ -249,10 +257,8 @@ def scan(
         _fail(str(e))
     explain_at = None
     if explain:
-        p, _, ln = explain.rpartition(":")
-        if not p or not ln.isdigit():
-            _fail(f"--explain {explain}: expected PATH:LINE")
-        explain_at = (p, int(ln))
+        explain_at = _explain_spec(explain)
+        p = explain_at[0]
         given_roots = list(root or []) or ([] if only else list(paths or []))
         if given_roots:  # else the roots come from [tool.castfind]: checked after the scan
             _check_explain_file(p, given_roots)
@@ -273,7 +279,7 @@ def scan(
         run = api.scan(list(paths or []), roots=list(root or []), only=only, rules=list(rules or []),
                        entry_points=list(entry_point or []), fail_on=fail_on, baseline=baseline,
                        write_baseline=write_baseline, traces=list(trace or []), demand=not eager,
-                       explain=explain_at is not None, exclude=tuple(exclude or ()), cache_dir=cache_dir,
+                       explain=explain_at is not None, stops=stops, exclude=tuple(exclude or ()), cache_dir=cache_dir,
                        use_cache=not no_cache, jobs=n_jobs, max_file_size=_size(max_file_size),
                        progress=_progress("parsing"))
     except errors as e:
@@ -282,6 +288,12 @@ def scan(
     if explain_at is not None:
         _check_explain_file(explain_at[0], [str(r) for r in report.stats.get("roots", [])])
         _print_explanation(run, explain_at)
+        raise typer.Exit(0)
+    if stops and run.stops is not None:
+        if json_out or output_format == "json":
+            typer.echo(json.dumps(run.stops.to_dict(), indent=2))
+        else:
+            _print_stops(run.stops)
         raise typer.Exit(0)
     ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=color)
     if sarif and sarif_reporter is not None:
@@ -313,23 +325,61 @@ def _check_explain_file(path: str, roots: list[str]) -> None:
     _fail(f"{path}: no such file ({where}) — pass --explain PATH:LINE of a file inside a root")
 
 
-def _print_explanation(run, at: tuple[str, int]) -> None:
-    path, line = at
+def _explain_spec(spec: str) -> tuple[str, int, int | None]:
+    """``--explain PATH:LINE[:COL]`` → (path, line, column or None); a usage error otherwise."""
+    head, _, last = spec.rpartition(":")
+    if not head or not last.isdigit():
+        _fail(f"--explain {spec}: expected PATH:LINE or PATH:LINE:COL")
+    path, _, mid = head.rpartition(":")
+    if path and mid.isdigit():
+        return path, int(mid), int(last)
+    return head, int(last), None
+
+
+def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
+    """One account per cast on the line (only the one at COL when given); without a cast on the line,
+    those of the nearest line above (a cast spanning lines)."""
+    path, line, col = at
     norm = path.replace("\\", "/")
-    hits = {k: v for k, v in run.explanations.items()
-            if (norm.endswith(k[0]) or k[0].endswith(norm.lstrip("./"))) and k[1] <= line}
-    best = [k for k in hits if k[1] == line] or sorted(hits, key=lambda k: -k[1])[:1]
+    hits = [k for k in run.explanations
+            if (norm.endswith(k[0]) or k[0].endswith(norm.lstrip("./"))) and k[1] <= line]
+    near = max((k[1] for k in hits), default=None)
+    best = sorted(k for k in hits if k[1] == (line if any(k[1] == line for k in hits) else near))
+    where = f"{path}:{line}" + (f":{col}" if col is not None else "")
     if not best:
-        typer.echo(f"{path}:{line}: no cast-like call there that castfind examined "
+        typer.echo(f"{where}: no cast-like call there that castfind examined "
                    "(the file holds no cast and buffer name, or the line has no .to()/.float()/... call)")
         return
+    if col is not None:
+        at_col = [k for k in best if k[2] == col]
+        if not at_col:
+            cols = ", ".join(str(k[2]) for k in best)
+            typer.echo(f"{where}: no cast starts at column {col}; the casts on line {best[0][1]} start at "
+                       f"column {cols}")
+            return
+        best = at_col
     for k in best:
-        typer.echo(f"{k[0]}:{k[1]}:")
-        for w in run.explanations[k]:
+        e = run.explanations[k]
+        typer.echo(f"{e.path}:{e.line}:{e.column}: {e.expr}")
+        for w in e.why:
             typer.echo(f"  - {w}")
-    for f in run.report.findings:
-        if any(f.path == k[0] and f.line == k[1] for k in best):
-            typer.echo(f"  => {f.rule} {f.severity}: {f.message}")
+        for f in run.report.findings:
+            if (f.path, f.line, f.column) == k:
+                typer.echo(f"  => {f.rule} {f.severity}: {f.message}")
+
+
+def _print_stops(table) -> None:
+    """``--stops``: casts per stop reason, each with its top files."""
+    typer.echo(f"{table.examined} dtype cast(s) examined, {table.buffer_like} with a buffer-like operand "
+               f"({table.whole} of them a whole buffer)")
+    if not table.rows:
+        typer.echo("no proof stopped")
+        return
+    typer.echo(f"{'stop reason':<22}{'casts':>6}  top files")
+    for row in table.rows:
+        typer.echo(f"{row.reason:<22}{row.count:>6}")
+        for path, n in row.files:
+            typer.echo(f"{'':<22}{n:>6}  {path}")
 
 
 rules_app = typer.Typer(cls=_Group, help="List, test and validate rule files.", no_args_is_help=True)

@@ -32,6 +32,7 @@ from castfind.rules import MEASURED_CAST, Rule, RuleSet, load_rules
 from castfind.types import Diagnostic, Finding
 
 if TYPE_CHECKING:
+    from castfind.checker import Explanation, StopTable
     from castfind.memo import Memo
     from castfind.scan import ScanOutcome
 
@@ -73,6 +74,7 @@ class ScanRequest:
     traces: tuple[str, ...] = ()
     demand: bool = True
     explain: bool = False
+    stops: bool = False
     exclude: tuple[str, ...] = ()
     index: IndexOptions = field(default_factory=IndexOptions)
 
@@ -92,6 +94,7 @@ class ScanPlan:
     only: frozenset[str] | None = None
     demand: bool = True
     explain: bool = False
+    stops: bool = False
     traces: tuple[str, ...] = ()
     write_baseline: str | None = None
     memo: Memo | None = None
@@ -103,33 +106,36 @@ class RunOutput:
     """What the engine found, before traces, suppressions and the baseline.
 
     ``modules`` maps each scanned file's root-relative path to its module name (the trace join
-    matches by it); ``explanations`` holds ``--explain``'s reasons per ``(path, line)``.
+    matches by it); ``explanations`` holds ``--explain``'s record per cast ``(path, line, column)``;
+    ``stops`` the ``--stops`` table (None when not asked).
     """
 
     findings: tuple[Finding, ...]
     diagnostics: tuple[Diagnostic, ...]
     stats: Mapping[str, Any]
     modules: Mapping[str, str]
-    explanations: Mapping[tuple[str, int], list[str]]
+    explanations: Mapping[tuple[str, int, int], Explanation]
+    stops: StopTable | None = None
 
     @classmethod
     def of(cls, outcome: ScanOutcome) -> RunOutput:
         """Freeze :func:`castfind.scan.scan`'s outcome (copies, so the engine's lists stay its own)."""
         return cls(tuple(outcome.findings), tuple(outcome.diagnostics), dict(outcome.stats), dict(outcome.modules),
-                   dict(outcome.explanations))
+                   dict(outcome.explanations), outcome.stops)
 
 
 @dataclass(frozen=True)
 class ScanRun:
     """A finished scan: the report to render, the fail-on level, the rules it ran with (CF900
-    included, for reporters that list rules), ``--explain``'s reasons, and the baseline file
-    written, if one was."""
+    included, for reporters that list rules), ``--explain``'s records per cast, the baseline file
+    written, if one was, and the ``--stops`` table (None when not asked)."""
 
     report: ScanReport
     fail_on: str
     rules: tuple[Rule, ...]
-    explanations: Mapping[tuple[str, int], list[str]]
+    explanations: Mapping[tuple[str, int, int], Explanation]
     wrote_baseline: str | None = None
+    stops: StopTable | None = None
 
 
 # --------------------------------------------------------------------------- plan
@@ -209,7 +215,7 @@ def plan(request: ScanRequest) -> ScanPlan:
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
-        demand=request.demand, explain=request.explain, traces=request.traces,
+        demand=request.demand, explain=request.explain, stops=request.stops, traces=request.traces,
         write_baseline=request.write_baseline, memo=memo, memo_key=memo_key,
     )
 
@@ -249,7 +255,7 @@ def run(scan_plan: ScanPlan) -> RunOutput:
 
     only = set(scan_plan.only) if scan_plan.only is not None else None
     return RunOutput.of(scan(scan_plan.index, scan_plan.ruleset, demand=scan_plan.demand, only=only,
-                             explain=scan_plan.explain, memo=scan_plan.memo))
+                             explain=scan_plan.explain, stops=scan_plan.stops, memo=scan_plan.memo))
 
 
 def save_memo(scan_plan: ScanPlan) -> None:
@@ -290,7 +296,8 @@ def post(scan_plan: ScanPlan, out: RunOutput) -> ScanRun:
         kept, hidden, fixed = list(outcome.kept), outcome.hidden, tuple(outcome.fixed)
     stats = dict(out.stats, suppressed=sup.suppressed, baseline_hidden=hidden, roots=list(scan_plan.roots))
     report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
-    return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset), out.explanations, wrote)
+    return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset), out.explanations, wrote,
+                   out.stops)
 
 
 def _join_traces(found: list[Finding], modules: Mapping[str, str], traces: Sequence[str],

@@ -18,19 +18,25 @@ axis 0, and an axis held in a variable is unknown: both leave the pieces not who
 (named or inferred), a whole buffer (a getter's return is a whole buffer or a tuple of them); of a
 ``split``-like call, one piece (the rule above); of any other tensor, ``X[i]``, which a constant index
 keeps whole.
+
+**Where the proof stops.** :meth:`Provenance.origin_or_stop` returns a :class:`Stop` instead of None when
+the walk gives up: the :data:`StopReason`, a detail naming the exact thing (the parameter, the function
+called, the attribute, the index, the split axis) and the hops walked up to it. :meth:`Provenance.origin`
+is the same walk, answering None for a stop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from castfind.facts import (
     Assign,
     Attr,
     Call,
     Const,
+    Definition,
     Expr,
     FileFacts,
     Name,
@@ -52,6 +58,31 @@ VIEW_ATTRIBUTES = ("T", "mT", "H", "mH")
 #: Methods that cut a tensor into pieces along one axis: the position of their axis argument (its name is
 #: ``dim``). They keep each piece whole only along a non-token axis (see the module docstring).
 SPLITS = {"split": 1, "chunk": 1, "unbind": 0, "tensor_split": 1, "split_with_sizes": 1}
+
+
+#: Why a proof stopped. From the walk: ``parameter`` (a parameter of the function, no caller seen),
+#: ``unknown-call`` (a call that is no getter and no view), ``unresolved-attribute`` (an attribute no buffer
+#: kind names), ``gather-index`` (indexing by a tensor, a mask or a name not known to be a scalar),
+#: ``batch-slice`` (a range of the first axis), ``token-split`` (split/chunk along axis 0 or an unknown axis),
+#: ``no-assignment`` (a name not assigned in its function and no parameter: a global, a loop or ``with``
+#: target), ``step-limit``, ``other``. From the checker: ``excluded`` (the kind's ``exclude`` pattern matched
+#: the buffer) and ``cold`` (a rule asks for a hot path and no entry point reaches the function).
+StopReason = Literal["parameter", "unknown-call", "unresolved-attribute", "gather-index", "batch-slice",
+                     "token-split", "no-assignment", "step-limit", "excluded", "cold", "other"]
+
+#: Every stop reason, in the order tables list them.
+STOP_REASONS: tuple[StopReason, ...] = ("parameter", "unknown-call", "unresolved-attribute", "gather-index",
+                                        "batch-slice", "token-split", "no-assignment", "step-limit", "excluded",
+                                        "cold", "other")
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Where a proof gave up: why, the exact thing it stopped at (``detail``) and the hops walked before."""
+
+    reason: StopReason
+    detail: str
+    hops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,16 +156,29 @@ class Provenance:
         An index is judged by what it is (:meth:`scalar`), given the function it is read in
         (``facts``, ``scope``, ``line``); without one, only literals and the rules' index names count.
         """
+        return self.index_stop(index, facts, scope, line) is None
+
+    def index_stop(self, index: tuple[Expr | Slice, ...], facts: FileFacts | None = None, scope: str = "",
+                   line: int = 0) -> tuple[StopReason, str] | None:
+        """None when indexing keeps the buffer whole, else why not and the element that cuts it."""
         for pos, el in enumerate(index):
             if isinstance(el, Slice):
                 if pos == 0 and (el.lower is not None or el.upper is not None):
-                    return False  # a range of rows: the batch, not the buffer
+                    return "batch-slice", render(el)  # a range of rows: the batch, not the buffer
                 continue
             if isinstance(el, Const) and el.text in ("...", "None"):
                 continue
-            if not self.scalar(el, facts, scope, line):
-                return False
-        return True
+            if self.scalar(el, facts, scope, line):
+                continue
+            if isinstance(el, Const):
+                return "other", render(el)
+            name = dotted(el)
+            if name is not None:
+                return "gather-index", name
+            if isinstance(el, Other) and not el.text and el.names:
+                return "gather-index", f"a {el.kind} of {', '.join(el.names)}"
+            return "gather-index", render(el)
+        return None
 
     def scalar(self, expr: Expr, facts: FileFacts | None = None, scope: str = "", line: int = 0,
                depth: int = 0) -> bool:
@@ -186,6 +230,11 @@ class Provenance:
 
     def origin(self, facts: FileFacts, scope: str, expr: Expr, line: int, depth: int = 0) -> Origin | None:
         """The whole buffer ``expr`` is, or None. ``depth``: function boundaries already crossed."""
+        got = self.origin_or_stop(facts, scope, expr, line, depth)
+        return got if isinstance(got, Origin) else None
+
+    def origin_or_stop(self, facts: FileFacts, scope: str, expr: Expr, line: int, depth: int = 0) -> Origin | Stop:
+        """The whole buffer ``expr`` is, or where and why the walk stopped."""
         hops: list[str] = []
         seen: set[tuple[str, int]] = set()
         # Elements taken by tuple unpacking, innermost last: `k, v = X` then `k` is element 0 of X.
@@ -200,7 +249,9 @@ class Provenance:
                     if method in SPLITS:
                         axis = split_axis(expr, method, skip)
                         if not non_token_axis(axis):
-                            return None  # pieces along the token axis (or an unknown one): rows, not the buffer
+                            # pieces along the token axis (or an unknown one): rows, not the buffer
+                            return _stop("token-split", f"{render(expr)} cuts axis "
+                                         f"{render(axis) if axis is not None else '0 (no dim given)'}", hops)
                         piece = f"element {elems.pop()} of " if elems else ""
                         hops.append(f"{piece}.{method}(dim={render(axis)}) cuts a non-token axis: each piece is whole")
                     else:
@@ -226,19 +277,20 @@ class Provenance:
                         expr, hop = derived
                         hops.append(hop)
                         continue
-                return None
+                return _stop("unknown-call", f"{render(expr.func)}() is no getter and no view", hops)
             if isinstance(expr, Seq):
                 if elems:
                     i = elems.pop()
                     if i >= len(expr.elts):
-                        return None
+                        return _stop("other", f"element {i} of {render(expr)} does not exist", hops)
                     hops.append(f"element {i} of {render(expr)}")
                     expr = expr.elts[i]
                     continue
                 return self._tuple_origin(facts, scope, expr, line, hops, depth)
             if isinstance(expr, Subscript):
-                if not self.whole_index(expr.index, facts, scope, line):
-                    return None
+                cut = self.index_stop(expr.index, facts, scope, line)
+                if cut is not None:
+                    return _stop(cut[0], f"[{cut[1]}] in {render(expr)}", hops)
                 hops.append(f"[{', '.join(render(i) for i in expr.index)}] keeps it whole")
                 expr = expr.value
                 continue
@@ -251,13 +303,18 @@ class Provenance:
                     if buffer.attribute_matches(expr.attr):
                         hops.append(f".{expr.attr} is a {buffer.name} buffer")
                         return self._end(facts, scope, buffer.name, expr, hops)
-                return None
+                return _stop("unresolved-attribute", f"{render(expr)}: no buffer kind names .{expr.attr}", hops)
             if isinstance(expr, Name):
                 a = self.assignment(facts, scope, expr.id, line)
                 if a is None and not elems and self.across is not None and expr.id in self.params(facts, scope):
                     return self._through_parameter(facts, scope, expr.id, hops, depth)
-                if a is None or (a.target, a.line) in seen or a.loop:
-                    return None  # no assignment seen, a cycle, or a loop variable (one element at a time)
+                if a is None:
+                    return _unassigned(facts, scope, expr.id, hops)
+                if (a.target, a.line) in seen:
+                    return _stop("other", f"{expr.id} is assigned from itself (line {a.line})", hops)
+                if a.loop:
+                    return _stop("other", f"{expr.id} is a loop variable over {render(a.value)} (line {a.line}): "
+                                 "one element at a time", hops)
                 seen.add((a.target, a.line))
                 if a.index is not None:
                     elems.append(a.index)
@@ -266,8 +323,8 @@ class Provenance:
                     hops.append(f"{expr.id} = {render(a.value)} (line {a.line})")
                 expr, line = a.value, a.line
                 continue
-            return None
-        return None
+            return _stop("other", f"{render(expr)} is a {expr.kind if isinstance(expr, Other) else 'constant'}", hops)
+        return _stop("step-limit", f"gave up after {_MAX_STEPS} steps at {render(expr)}", hops)
 
     @staticmethod
     def _take_rows(expr: Expr, elems: list[int], hops: list[str]) -> Expr:
@@ -278,27 +335,32 @@ class Provenance:
         return Subscript(expr, index)
 
     def _tuple_origin(self, facts: FileFacts, scope: str, expr: Seq, line: int, hops: list[str],
-                      depth: int = 0) -> Origin | None:
+                      depth: int = 0) -> Origin | Stop:
         """A tuple display of whole buffers of one kind (``return self.k_buffer[i], self.v_buffer[i]``)."""
         if not expr.elts:
-            return None
-        found = [self.origin(facts, scope, e, line, depth) for e in expr.elts]
-        kinds = {o.kind for o in found if o is not None}
-        if any(o is None for o in found) or len(kinds) != 1:
-            return None
+            return _stop("other", "an empty tuple", hops)
+        got = [self.origin_or_stop(facts, scope, e, line, depth) for e in expr.elts]
+        for g in got:
+            if isinstance(g, Stop):  # the first element that is no whole buffer, with its own hops
+                return Stop(g.reason, g.detail, (*hops, *g.hops))
+        found = [g for g in got if isinstance(g, Origin)]
+        kinds = {o.kind for o in found}
+        if len(kinds) != 1:
+            return _stop("other", f"{render(expr)} mixes {', '.join(sorted(kinds))} buffers", hops)
         kind = kinds.pop()
         hops.append(f"{render(expr)} is a tuple of whole {kind} buffers")
-        names = tuple(dict.fromkeys(n for o in found if o is not None for n in o.names))
-        classes = tuple(dict.fromkeys(c for o in found if o is not None for c in o.classes))
+        names = tuple(dict.fromkeys(n for o in found for n in o.names))
+        classes = tuple(dict.fromkeys(c for o in found for c in o.classes))
         return Origin(kind, render(expr), tuple(hops), names, classes)
 
     def _through_parameter(self, facts: FileFacts, scope: str, name: str, hops: list[str],
-                           depth: int) -> Origin | None:
+                           depth: int) -> Origin | Stop:
         """``name`` is a parameter of ``scope``: the whole buffer a caller passes for it, if any."""
         assert self.across is not None
         outer = self.across.parameter(facts, scope, name, depth)
         if outer is None:
-            return None
+            return _stop("parameter", f"{name} is a parameter of {scope}: no caller castfind sees passes a whole "
+                         "buffer for it", hops)
         return Origin(outer.kind, outer.path, (*hops, *outer.hops), outer.names, outer.classes)
 
     @staticmethod
@@ -343,6 +405,30 @@ class Provenance:
             earlier = [a for a in got[1].get((scope, name), ()) if a.line < line]
             return max(earlier, key=lambda a: a.line) if earlier else None
         return best
+
+
+def _stop(reason: StopReason, detail: str, hops: list[str]) -> Stop:
+    return Stop(reason, detail, tuple(hops))
+
+
+def _unassigned(facts: FileFacts, scope: str, name: str, hops: list[str]) -> Stop:
+    """A name with no assignment before the line: a parameter of its function (or of one it is nested in),
+    or something else (a global, an import, a loop or ``with`` target)."""
+    fn = function_with_param(facts, scope, name)
+    if fn is not None:
+        return _stop("parameter", f"{name} is a parameter of {fn.qualname}", hops)
+    return _stop("no-assignment", f"{name} is not assigned in {scope or '<module>'} before its use", hops)
+
+
+def function_with_param(facts: FileFacts, scope: str, name: str) -> Definition | None:
+    """The innermost function, ``scope`` or one it is nested in, that has a parameter ``name``."""
+    defs = {d.qualname: d for d in facts.definitions if d.kind != "class"}
+    parts = scope.split(".") if scope else []
+    for n in range(len(parts), 0, -1):
+        d = defs.get(".".join(parts[:n]))
+        if d is not None and name in d.params:
+            return d
+    return None
 
 
 def buffer_names(expr: Expr) -> tuple[str, ...]:

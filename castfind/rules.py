@@ -191,6 +191,26 @@ class BufferKind:
         return bool(known) and bool(self.exclude_classes) and all(
             any(globs_match(self.exclude_classes, t) for t in identifier_tokens(c)) for c in known)
 
+    def exclusion(self, names: Iterable[str], classes: Iterable[str] = ()) -> str | None:
+        """Why :meth:`excluded` (None when not): the pattern and the token it matched (of a name, or of
+        every holder class). Slower than :meth:`excluded`; for explanations."""
+        for n in names:
+            for t in identifier_tokens(n):
+                hit = next((g for g in self.exclude_names if globs_match((g,), t)), None)
+                if hit is not None:
+                    return f"exclude.name {hit!r} matches {t!r} of {n}"
+        known = list(classes)
+        if not known or not self.exclude_classes:
+            return None
+        why: list[str] = []
+        for c in known:
+            pair = next(((g, t) for t in identifier_tokens(c) for g in self.exclude_classes if globs_match((g,), t)),
+                        None)
+            if pair is None:
+                return None
+            why.append(f"{pair[0]!r} matches {pair[1]!r} of class {c}")
+        return "exclude.class " + ", ".join(why)
+
     def extended(self, other: BufferKind, infer_getters: bool | None, weight: float | None = None) -> BufferKind:
         """This kind with ``other``'s names added (a later file naming the same kind); given flags override."""
         return BufferKind(

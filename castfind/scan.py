@@ -28,8 +28,8 @@ from functools import partial
 from typing import Any
 
 from castfind.callgraph import WEAK_FANOUT, CallGraph
+from castfind.checker import Checker, Explanation, StopTable, tally_stops
 from castfind.receivers import receiver_of
-from castfind.checker import Checker
 from castfind.discover import SourceFile
 from castfind.facts import FileFacts, from_dotted
 from castfind.index import Index
@@ -48,7 +48,8 @@ class ScanOutcome:
     diagnostics: list[Diagnostic]
     stats: dict[str, Any] = field(default_factory=dict)
     modules: dict[str, str] = field(default_factory=dict)  # root-relative path → module
-    explanations: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    explanations: dict[tuple[str, int, int], Explanation] = field(default_factory=dict)  # per cast, with explain
+    stops: StopTable | None = None  # with stops
 
 
 class GetterOracle:
@@ -133,11 +134,14 @@ class GetterOracle:
 
 
 def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | None = None,
-         explain: bool = False, memo: Memo | None = None) -> ScanOutcome:
+         explain: bool = False, stops: bool = False, memo: Memo | None = None) -> ScanOutcome:
     """Flag the whole-buffer casts under the index's roots. ``only``: absolute paths to report on.
 
     ``memo`` carries results from an earlier run of the same configuration (:mod:`castfind.memo`);
-    without one (and always with ``explain`` or ``demand=False``) everything is computed.
+    without one (and always with ``explain`` or ``demand=False``) everything is computed. ``stops``
+    tallies where the proofs stopped (:func:`castfind.checker.tally_stops`): the carried steps still
+    replay (getters, callers, hot paths), but the checker runs fresh on every candidate file, whose
+    carried findings are neither used nor replaced, so the stops are this run's on a warm run too.
     """
     t0 = time.perf_counter()
     index.read_all()
@@ -175,16 +179,18 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
             return []
         return list(dict.fromkeys((facts.module, c.scope) for c in facts.casts if checker.needs_hot(facts, c)))
 
+    fresh = explain or stops  # every cast explained: the check is not a carried step
+
     def check(sf: SourceFile) -> tuple[list[Finding], int]:
         facts = index.facts_of(sf)
         if facts.error is not None:
             return [], 0
         # Stored without the root as typed (`proj` or `.`): the loop below puts this run's in.
-        return checker.check(facts, "", explain), len(facts.casts)
+        return checker.check(facts, "", fresh), len(facts.casts)
 
     # Parse the candidates that no carried result covers in one parallel batch, then load the call
     # graph's files level by level (also in batches) before the sequential searches ask for them.
-    index.load_files([sf for sf in candidates if not memo.has(("check", sf.abspath, getters))])
+    index.load_files([sf for sf in candidates if fresh or not memo.has(("check", sf.abspath, getters))])
     graph.prefetch(dict.fromkeys(n for sf in candidates for n in memo.step(("starts", sf.abspath, getters),
                                                                           partial(starts_of, sf))))
     findings: list[Finding] = []
@@ -192,7 +198,7 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
     modules: dict[str, str] = {}
     for sf in candidates:
         modules[sf.path] = sf.module
-        found, n = memo.step(("check", sf.abspath, getters), partial(check, sf))
+        found, n = check(sf) if fresh else memo.step(("check", sf.abspath, getters), partial(check, sf))
         findings += [replace(f, root=sf.root) for f in found]
         casts += n
     stats = {
@@ -204,7 +210,8 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         "casts": casts,
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    return ScanOutcome(findings, _diagnostics(index, memo), stats, modules, checker.explanations)
+    return ScanOutcome(findings, _diagnostics(index, memo), stats, modules,
+                       checker.explanations if explain else {}, tally_stops(checker.explanations) if stops else None)
 
 
 def _handed(index: Index, rules: RuleSet, resolver: Resolver, graph: CallGraph, queries: TextQueries,

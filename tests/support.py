@@ -36,3 +36,9 @@ rules:
       no_match: |
         x = 1
 """
+
+
+def why_on_line(explanations, path: str, line: int) -> tuple[str, ...]:
+    """The ``why`` lines of the one cast explained on ``path:line`` (explanations are keyed per cast)."""
+    (key,) = [k for k in explanations if k[:2] == (path, line)]
+    return explanations[key].why

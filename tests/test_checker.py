@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 
 from castfind.callgraph import CallGraph
-from castfind.checker import Checker, cast_dtype, is_once
+from castfind.checker import Checker, Explanation, cast_dtype, is_once, once_reason, tally_stops
 from castfind.discover import discover
 from castfind.extract import extract_source
 from castfind.facts import Cast, FileFacts
 from castfind.index import Index
-from castfind.provenance import Provenance
+from castfind.provenance import Provenance, Stop
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet, load_rules
 from castfind.types import Finding
-from tests.support import OVERLAPPING_KV_RULE
+from tests.support import OVERLAPPING_KV_RULE, why_on_line
 
 RULES = load_rules()
 
@@ -95,7 +95,7 @@ def test_a_device_move_of_a_whole_buffer_on_a_hot_path_is_not_a_finding() -> Non
     src = method("y = self.k_buffer.to(x.device)\nz = self.k_buffer.to(x.dtype)")
     findings, checker, _ = check(src, HOT, explain=True)
     assert [(f.line, f.rule) for f in findings] == [(4, "CF101")]
-    assert any("does not name a dtype" in w for w in checker.explanations[("m.py", 3)])
+    assert any("does not name a dtype" in w for w in why_on_line(checker.explanations, "m.py", 3))
 
 
 # -- is_once --------------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def test_non_whole_operands_are_quiet_and_explained() -> None:
     findings, checker, graph = check(src, HOT, explain=True)
     assert findings == [] and graph.asked == []
     for line in (3, 4):
-        assert any("not a whole buffer" in w for w in checker.explanations[("m.py", line)])
+        assert any("not a whole buffer" in w for w in why_on_line(checker.explanations, "m.py", line))
 
 
 
@@ -275,7 +275,7 @@ def test_the_first_matching_rule_in_file_order_wins(tmp_path: Path) -> None:
     src = method("y = self.k_buffer.to(x.dtype)")
     findings, checker, _ = check(src, HOT, rules=rules, explain=True)
     assert [f.rule for f in findings] == ["CF101"]
-    why = checker.explanations[("m.py", 3)]
+    why = why_on_line(checker.explanations, "m.py", 3)
     assert any("CF101" in w and "shadows CF201" in w for w in why), why
     # The same rules with the user's first: now it takes the line.
     user_first = replace(rules, rules=(rules.rules[-1], *rules.rules[:-1]))
@@ -343,3 +343,72 @@ def test_a_decode_hot_path_scores_above_another_hot_path() -> None:
     decode = _score("y = self.k_buffer.to(x.dtype)", {"Backend.step": ("m.Backend.forward_decode", "m.Backend.step")})
     forward = _score("y = self.k_buffer.to(x.dtype)", {"Backend.step": ("m.Backend.forward", "m.Backend.step")})
     assert decode > forward
+
+
+# -- explanations: one record per cast, with where the proof stopped ---------------------------------------------
+
+
+def explained(src: str, hot: dict[str, tuple[str, ...]] | None = None) -> dict[tuple[str, int, int], Explanation]:
+    _, checker, _ = check(src, hot, explain=True)
+    return checker.explanations
+
+
+def test_two_casts_on_one_line_get_one_explanation_each_keyed_by_column() -> None:
+    got = explained(method("y, z = self.k_buffer.to(x.dtype), x.float()"), HOT)
+    assert sorted(got) == [("m.py", 3, 16), ("m.py", 3, 43)]
+    flagged, quiet = got[("m.py", 3, 16)], got[("m.py", 3, 43)]
+    assert (flagged.rule, flagged.buffer, flagged.stop, flagged.hot) == ("CF101", "kv-cache", None, HOT["Backend.step"])
+    assert quiet.rule is None and quiet.stop == Stop("parameter", "x is a parameter of Backend.step")
+    assert any("provenance stopped at parameter: x is a parameter of Backend.step" in w for w in quiet.why)
+
+
+def test_an_excluded_buffer_stops_at_excluded_naming_the_pattern_and_token() -> None:
+    (e,) = explained(method("y = self.q_norm.weight.to(x.dtype)"), HOT).values()
+    assert e.stop is not None and e.stop.reason == "excluded"
+    assert "'*norm' matches 'norm' of q_norm" in e.stop.detail and e.stop.hops == (".weight is a weight buffer",)
+    (e,) = explained("class RMSNorm:\n    def step(self, x):\n        return self.weight.to(x.dtype)\n").values()
+    assert e.stop is not None and e.stop.reason == "excluded" and "class RMSNorm" in e.stop.detail
+
+
+def test_not_proven_hot_is_a_cold_stop_naming_the_function() -> None:
+    (e,) = explained(method("y = self.k_buffer.to(x.dtype)")).values()
+    assert e.stop is None and e.hot is None and e.rule == "CF104"
+    assert e.cold == Stop("cold", "no entry point reaches m.Backend.step")
+    (e,) = explained(method("y = self.k_buffer.to(x.dtype)", name="__init__"), HOT).values()
+    assert e.cold is None and e.hot is None  # once: no rule asked whether it is hot
+
+
+@pytest.mark.parametrize(("src", "reason"), [
+    (method("y = self.k_buffer.to(t.dtype)", name="load_weights"), "function load_weights is an initialisation"),
+    ("import functools\nclass A:\n    @functools.cache\n    def w(self, t):\n        return self.proj.weight.to(t.dtype)\n",
+     "memoised by @functools.cache"),
+    (method("if self._w is None:\n    self._w = self.proj.weight.to(t.dtype)"),
+     "stored to self._w and the guard `if self._w is None`"),
+    (method("if self._w is not None:\n    return self._w\nself._w = self.proj.weight.to(t.dtype)"),
+     "stored to self._w and an early return or else branch of `if self._w is not None`"),
+    (method("self.w_kc = self.w_kc.to(t.dtype)"), "stored back over its own operand self.w_kc"),
+], ids=["function", "decorator", "guard", "early-return", "store-to-self"])
+def test_the_once_reason_names_the_function_decorator_guard_or_store(src: str, reason: str) -> None:
+    (e,) = explained(src).values()
+    assert e.once is not None and reason in e.once, e.once
+    assert e.rule == "CF103" and any(reason in w for w in e.why)
+    if "functools" not in src:  # the decorator is the checker's to find; the rest is the cast's own
+        assert once_reason(RULES, cast_of(src), e.operand) == e.once
+
+
+def test_buffer_like_operands_by_token_or_by_a_hop() -> None:
+    got = {e.expr: e.buffer_like for e in explained(method(
+        "a = x.float()\nb = self.kv_thing.float()\nc = foo(x)\nd = c.float()\ne = self.pool.rows(x).float()")).values()}
+    assert got == {"x.float()": False, "self.kv_thing.float()": True, "c.float()": True,  # one hop: c = foo(x)
+                   "self.pool.rows(x).float()": True}
+
+
+def test_tally_counts_buffer_like_stops_per_reason_with_top_files() -> None:
+    src = method("a = self.k_buffer[x].float()\nb = self.v_buffer[x].float()\nc = self.k_buffer[:t].float()\n"
+                 "d = x.float()\ne = self.k_buffer.float()\nf = self.k_buffer.to(x.device)")
+    table = tally_stops(explained(src))
+    assert (table.examined, table.buffer_like, table.whole) == (5, 4, 1)  # .to(device) is no dtype cast
+    assert [(r.reason, r.count, r.files) for r in table.rows] == [
+        ("gather-index", 2, (("m.py", 2),)), ("batch-slice", 1, (("m.py", 1),)), ("cold", 1, (("m.py", 1),))]
+    assert table.to_dict()["stops"][0] == {"reason": "gather-index", "count": 2,
+                                           "files": [{"path": "m.py", "count": 2}]}

@@ -8,7 +8,7 @@ import pytest
 
 from castfind.extract import extract_source
 from castfind.facts import Subscript
-from castfind.provenance import Origin, Provenance
+from castfind.provenance import Origin, Provenance, Stop
 from castfind.rules import load_rules
 
 RULES = load_rules()
@@ -280,3 +280,66 @@ def test_names_and_holder_class_of_the_buffer() -> None:
         "self.weight.to(x)": (("self", "weight"), ("Layer",)),
         "self.proj.weight.to(x)": (("self", "proj", "weight"), ("Linear",)),
     }
+
+
+# -- where the proof stops: one small source per stop reason ----------------------------------------------
+
+
+def stop_of(body: str, cast_text: str, params: str = PARAMS) -> Stop:
+    """The stop of the cast ``cast_text`` in the method ``A.f(params)`` whose body is ``body``."""
+    src = f"class A:\n    def f({params}):\n" + "".join(f"        {line}\n" for line in body.splitlines())
+    facts = extract_source(src.encode(), "m", "m.py", False)
+    assert facts.error is None, facts.error
+    (cast,) = [c for c in facts.casts if c.text == cast_text]
+    prov = Provenance(RULES)
+    got = prov.origin_or_stop(facts, cast.scope, cast.receiver, cast.line)
+    assert isinstance(got, Stop), got
+    assert prov.origin(facts, cast.scope, cast.receiver, cast.line) is None  # origin() is the thin wrapper
+    return got
+
+
+@pytest.mark.parametrize(("body", "cast", "reason", "detail"), [
+    ("y = t.float()", "t.float()", "parameter", "t is a parameter of A.f"),
+    ("y = self.pool.mystery(layer_id).float()", "self.pool.mystery(layer_id).float()", "unknown-call",
+     "self.pool.mystery() is no getter and no view"),
+    ("y = self.mystery.float()", "self.mystery.float()", "unresolved-attribute", "self.mystery: no buffer kind names .mystery"),
+    ("y = self.k_buffer[kv_indices].float()", "self.k_buffer[kv_indices].float()", "gather-index",
+     "[kv_indices] in self.k_buffer[kv_indices]"),
+    ("y = self.k_buffer[:bs].float()", "self.k_buffer[:bs].float()", "batch-slice", "[:bs] in self.k_buffer[:bs]"),
+    ("q, k = self.k_buffer.split(8)\ny = k.float()", "k.float()", "token-split",
+     "self.k_buffer.split(8) cuts axis 0 (no dim given)"),
+    ("q, k = self.k_buffer.split(8, dim=d)\ny = k.float()", "k.float()", "token-split",
+     "self.k_buffer.split(8, dim=d) cuts axis d"),
+    ("y = GLOBAL_BUF.float()", "GLOBAL_BUF.float()", "no-assignment", "GLOBAL_BUF is not assigned in A.f before its use"),
+    ("y = (t + 1).float()", "(t + 1).float()", "other", "t + 1 is a BinaryOperation"),
+], ids=["parameter", "unknown-call", "unresolved-attribute", "gather-index", "batch-slice", "token-split",
+        "token-split-unknown-axis", "no-assignment", "other"])
+def test_each_stop_reason_names_the_exact_thing(body: str, cast: str, reason: str, detail: str) -> None:
+    got = stop_of(body, cast)
+    assert (got.reason, got.detail) == (reason, detail)
+
+
+def test_a_stop_carries_the_hops_walked_before_it() -> None:
+    got = stop_of("a = self.k_buffer[kv_indices]\nb = a.view(-1)\ny = b.float()", "b.float()")
+    assert got == Stop("gather-index", "[kv_indices] in self.k_buffer[kv_indices]",
+                       ("b = a.view(-1) (line 4)", ".view() is a view", "a = self.k_buffer[kv_indices] (line 3)"))
+
+
+def test_a_parameter_of_an_enclosing_function_is_named_with_that_function() -> None:
+    src = "def outer(buf):\n    def inner():\n        return buf.float()\n    return inner\n"
+    facts = extract_source(src.encode(), "m", "m.py", False)
+    (cast,) = facts.casts
+    got = Provenance(RULES).origin_or_stop(facts, cast.scope, cast.receiver, cast.line)
+    assert got == Stop("parameter", "buf is a parameter of outer")
+
+
+def test_the_step_limit_is_a_stop() -> None:
+    chain = "x0 = self.k_buffer\n" + "".join(f"x{i} = x{i - 1}.view(-1)\n" for i in range(1, 30))
+    got = stop_of(chain + "y = x29.float()", "x29.float()")
+    assert got.reason == "step-limit" and len(got.hops) == 24
+
+
+def test_a_tuple_stops_at_its_first_element_that_is_not_whole() -> None:
+    got = stop_of("y = (self.k_buffer, t)\nz = y.float()", "y.float()")
+    assert (got.reason, got.detail) == ("parameter", "t is a parameter of A.f")
+    assert got.hops[0] == "y = (self.k_buffer, t) (line 3)"

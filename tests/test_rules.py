@@ -6,7 +6,7 @@ import pytest
 
 from castfind.rules import RuleError, load_rules, validate
 from castfind.ruletest import check_rule
-from tests.support import OVERLAPPING_KV_RULE
+from tests.support import OVERLAPPING_KV_RULE, why_on_line
 
 RULES = load_rules()
 
@@ -69,12 +69,12 @@ def test_explain_names_the_rule_that_took_the_line_and_the_one_it_shadowed(tmp_p
     user, src = _overlap_setup(tmp_path)
     run = api.scan([str(src)], rules=[str(user)], explain=True, use_cache=False, jobs=1)
     assert [(f.rule, f.line) for f in run.report.findings] == [("CF101", 3)]
-    why = run.explanations[("m.py", 3)]
+    why = why_on_line(run.explanations, "m.py", 3)
     shadow = [w for w in why if "shadow" in w]
     assert len(shadow) == 1 and "CF101" in shadow[0] and "CF201" in shadow[0] and "user.yaml" in shadow[0], why
     # Without the overlapping rule nothing is shadowed.
     run = api.scan([str(src)], explain=True, use_cache=False, jobs=1)
-    assert not [w for w in run.explanations[("m.py", 3)] if "shadow" in w]
+    assert not [w for w in why_on_line(run.explanations, "m.py", 3) if "shadow" in w]
 
 
 def test_explain_command_prints_the_shadowed_rule(tmp_path):
