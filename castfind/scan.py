@@ -6,9 +6,9 @@ attribute: ``.kv_buffer``), a getter the rules list, or a getter the index infer
 
 1. infer getters from the files that name a getter-inferable buffer word and ``return`` (few);
 2. parse only the files that hold a cast call *and* such a word or an inferred getter's name;
-3. go *forward* one call from the candidates: a call that passes a whole buffer as an argument
-   adds the callee's file when it holds a cast (the callee casts a parameter with no buffer word in
-   its file; :mod:`castfind.summaries` then walks that parameter back to the caller);
+3. go *forward* from the candidates: a call that passes a whole buffer as an argument is a handoff
+   (:mod:`castfind.summaries`), and adds the callee's file when it holds a cast (the callee casts a
+   parameter with no buffer word in its file); the parameter's provenance runs back through it;
 4. grow the call graph backwards from the functions holding a whole-buffer cast only, parsing a
    caller's file only when its text can call the function (:mod:`castfind.callgraph`), level by
    level in parallel batches.
@@ -27,17 +27,16 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from castfind.callgraph import WEAK_FANOUT, CallGraph
+from castfind.callgraph import CallGraph
 from castfind.checker import Checker, Explanation, StopTable, tally_stops
-from castfind.receivers import receiver_of
 from castfind.discover import SourceFile
-from castfind.facts import FileFacts, from_dotted
+from castfind.facts import FileFacts
 from castfind.index import Index
 from castfind.memo import Memo
 from castfind.provenance import Provenance
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
-from castfind.summaries import Summaries
+from castfind.summaries import MAX_CALLS, Handoff, Summaries
 from castfind.textquery import TextQueries
 from castfind.types import Diagnostic, Finding
 
@@ -165,12 +164,11 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         oracle.infer(files)
         chosen = files
     getters = tuple(sorted(oracle.known.items()))
-    if demand:
-        chosen = chosen + _handed(index, rules, resolver, graph, queries, oracle, chosen, getters)
-    candidates = [sf for sf in chosen if only is None or sf.abspath in only]
-
     prov = Provenance(rules, oracle.kind)
-    prov.across = Summaries(resolver, graph, prov)
+    summaries = Summaries(resolver, graph, prov)
+    prov.across = summaries
+    chosen = chosen + _forward(index, summaries, queries, chosen, getters)
+    candidates = [sf for sf in chosen if only is None or sf.abspath in only]
     checker = Checker(rules, prov, graph)
 
     def starts_of(sf: SourceFile) -> list[tuple[str, str]]:
@@ -190,15 +188,17 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
 
     # Parse the candidates that no carried result covers in one parallel batch, then load the call
     # graph's files level by level (also in batches) before the sequential searches ask for them.
-    index.load_files([sf for sf in candidates if fresh or not memo.has(("check", sf.abspath, getters))])
-    graph.prefetch(dict.fromkeys(n for sf in candidates for n in memo.step(("starts", sf.abspath, getters),
+    # A file's findings depend on the handoffs into it (whole buffers its callers pass): part of the key.
+    keys = {sf.abspath: (sf.abspath, getters, summaries.handed_to(sf.module)) for sf in candidates}
+    index.load_files([sf for sf in candidates if fresh or not memo.has(("check", *keys[sf.abspath]))])
+    graph.prefetch(dict.fromkeys(n for sf in candidates for n in memo.step(("starts", *keys[sf.abspath]),
                                                                           partial(starts_of, sf))))
     findings: list[Finding] = []
     casts = 0
     modules: dict[str, str] = {}
     for sf in candidates:
         modules[sf.path] = sf.module
-        found, n = check(sf) if fresh else memo.step(("check", sf.abspath, getters), partial(check, sf))
+        found, n = check(sf) if fresh else memo.step(("check", *keys[sf.abspath]), partial(check, sf))
         findings += [replace(f, root=sf.root) for f in found]
         casts += n
     stats = {
@@ -214,59 +214,42 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
                        checker.explanations if explain else {}, tally_stops(checker.explanations) if stops else None)
 
 
-def _handed(index: Index, rules: RuleSet, resolver: Resolver, graph: CallGraph, queries: TextQueries,
-            oracle: GetterOracle, chosen: list[SourceFile], getters: tuple) -> list[SourceFile]:
-    """The files, beyond ``chosen``, of functions a call in ``chosen`` hands a whole buffer to.
+def _forward(index: Index, summaries: Summaries, queries: TextQueries, chosen: list[SourceFile],
+             getters: tuple) -> list[SourceFile]:
+    """Go forward from ``chosen``: record every call that hands a whole buffer to a parameter
+    (:meth:`Summaries.handoffs`) and return the callee files, beyond ``chosen``, that hold a cast.
 
-    One call forward: a call ``f(..., pool.get_kv_buffer(i), ...)`` in a candidate file adds the
-    file of ``f`` when its text holds a cast. ``f`` resolves through the resolver; a method call on a
-    typed receiver (``self.impl.forward(...)`` with ``self.impl: AttentionImpl``) reaches the files of
-    those classes and the files that define ``forward`` and name one of them (a subclass names its
-    base); an untyped one reaches the ``def forward`` files only when few hold one (the call graph's
-    by-name rule). Each candidate's answer is a memoised step (module names).
+    Round one reads ``chosen``; each later round (up to :data:`MAX_CALLS`) re-reads the files of the
+    functions handed a buffer in the round before, now that their parameters are known whole, so a
+    buffer passed on again (``forward`` → ``_run(kv)`` → ``kernel(kv)``) is followed. The rounds are
+    the same whether ``chosen`` is the demand-driven candidates or every file. Each file's handoffs
+    are a memoised step keyed by the handoffs known when it was read.
     """
-    plain = Provenance(rules, oracle.kind)
     memo = queries.memo
-
-    def callees(sf: SourceFile) -> list[str]:
-        facts = index.facts_of(sf)
-        if facts.error is not None:
-            return []
-        out: set[str] = set()
-        for cs in facts.calls:
-            if not cs.scope or not (cs.args or cs.kwargs):
-                continue
-            if not any(plain.origin(facts, cs.scope, a, cs.line) is not None
-                       for a in (*cs.args, *(v for _, v in cs.kwargs))):
-                continue
-            found = [t.target.module for t in resolver.resolve_expr(facts.module, cs.scope, from_dotted(cs.func))
-                     if t.target.kind == "def" and t.target.definition is not None]
-            if not found and "." in cs.func:
-                name = cs.func.rsplit(".", 1)[-1]
-                recv = receiver_of(cs.func)
-                types = graph.receivers.types_of((facts.module, cs.scope), recv) if recv is not None else None
-                if types:
-                    # Typed dispatch: the files of the declared classes and those that define `name`
-                    # and name one of them (a subclass names its base).
-                    names = tuple(sorted({t[1].rsplit(".", 1)[-1] for t in types}))
-                    found = [t[0] for t in types]
-                    defining = {f.abspath for f in queries.select(("defines", name))}
-                    found += [f.module for f in queries.select(("contains", names)) if f.abspath in defining]
-                elif graph.def_count(name) <= WEAK_FANOUT:
-                    found = [f.module for f in queries.select(("defines", name))]
-            out.update(found)
-        out.discard(facts.module)
-        return sorted(out)
-
-    index.load_files([sf for sf in chosen if not memo.has(("hands", sf.abspath, getters))])
     have = {sf.abspath for sf in chosen}
     with_casts = {sf.abspath for sf in queries.select(("casts",))}
     extra: dict[str, SourceFile] = {}
-    for sf in chosen:
-        for module in memo.step(("hands", sf.abspath, getters), partial(callees, sf)):
-            target = resolver.modules.file(module)
-            if target is not None and target.abspath in with_casts and target.abspath not in have:
+    frontier = chosen
+    for _ in range(MAX_CALLS):
+        known = tuple(sorted(h for hs in summaries.handed.values() for h in hs))
+        index.load_files([sf for sf in frontier if not memo.has(("hands", sf.abspath, getters, known))])
+        new: list[Handoff] = []
+        for sf in frontier:
+            new += memo.step(("hands", sf.abspath, getters, known),
+                             partial(lambda f: summaries.handoffs(index.facts_of(f)), sf))
+        before = {h for hs in summaries.handed.values() for h in hs}
+        summaries.add(new)
+        fresh = sorted({h[0] for h in new if h not in before})
+        frontier = []
+        for module in fresh:
+            target = summaries.r.modules.file(module)
+            if target is None or target.abspath not in with_casts:
+                continue
+            frontier.append(target)
+            if target.abspath not in have:
                 extra.setdefault(target.abspath, target)
+        if not frontier:
+            break
     return sorted(extra.values(), key=lambda sf: (sf.root, sf.path))
 
 

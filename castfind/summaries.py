@@ -5,11 +5,15 @@ function boundaries stop that walk, and this module carries it over both (it is 
 :class:`~castfind.provenance.AcrossCalls`):
 
 - **A parameter.** ``def _forward_decode(self, x, conv_weights): ... conv_weights.to(d)``: the
-  operand is whatever the callers pass. For each caller the call graph knows (the same edges the
-  hot-path search uses), the argument bound to the parameter (by keyword, or by position after the
-  bound ``self``) is walked back in the caller. The first caller that passes a whole buffer makes
-  the cast a whole-buffer cast; the provenance then reads ``caller.py:L Cls.forward passes
+  operand is whatever the callers pass. The scan goes *forward* first (:meth:`Summaries.handoffs`):
+  every call, in the files that name a buffer, that passes a whole buffer as an argument is a
+  *handoff* to the parameter it binds (by keyword, or by position after a bound ``self``), its callee
+  found by name, in the class for ``self.m()``, through the receiver's declared type
+  (:mod:`castfind.receivers`), or by name when few functions carry it. A cast of a parameter some
+  handoff reaches is a whole-buffer cast; the provenance then reads ``caller.py:L Cls.forward passes
   self.conv1d.weight.view(...) as conv_weights of Cls._forward_decode`` and goes on in the caller.
+  Parameters no handoff reaches are not searched through every caller (a ``forward``'s ``x`` has
+  hundreds): only calls that pass whole buffers can make a parameter whole.
 - **A helper's result.** ``x = unpack(pool.kv); x.float()``: when every ``return`` of the called
   function is a *full-size derivation* of one of its parameters — the parameter itself through
   views (``view``, ``reshape``, ``.T``, ...), whole-keeping indexes and casts (``.to(...)``,
@@ -24,11 +28,13 @@ them changed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
 
-from castfind.callgraph import CallGraph, Node
-from castfind.facts import Attr, Call, Definition, Expr, FileFacts, Name, Subscript, render
-from castfind.provenance import SPLITS, VIEW_ATTRIBUTES, Origin, Provenance
+from castfind.callgraph import WEAK_FANOUT, CallGraph, Node
+from castfind.facts import Attr, Call, CallSite, Definition, Expr, FileFacts, Name, Subscript, from_dotted, render
+from castfind.provenance import SPLITS, VIEW_ATTRIBUTES, Origin, Provenance, enclosing_class
+from castfind.receivers import receiver_of
 from castfind.resolve import Resolver
 
 #: How many function boundaries (parameters or helper results) one provenance walk may cross.
@@ -60,40 +66,128 @@ def is_bound(fn: Definition, func: str) -> bool:
     return fn.kind == "method" and "staticmethod" not in fn.decorators and "." in func
 
 
+#: One call that hands a whole buffer to a parameter: (callee module, callee qualname, parameter,
+#: caller module, caller function, line, the call's dotted function). Plain data, so a scan step can
+#: carry it between runs.
+Handoff = tuple[str, str, str, str, str, int, str]
+
+
 class Summaries:
-    """Answers the provenance walk at function boundaries, from the call graph and the resolver."""
+    """Answers the provenance walk at function boundaries.
+
+    Parameters are answered from *handoffs*: the calls, found going forward from the files that name
+    a buffer (:meth:`handoffs`), that pass a whole buffer as an argument. A cast of a parameter no
+    handoff reaches is not searched backwards through every caller: a parameter named ``x`` of a
+    ``forward`` has hundreds of callers, and only the calls that pass whole buffers can matter.
+    """
 
     def __init__(self, resolver: Resolver, graph: CallGraph, provenance: Provenance) -> None:
         self.r = resolver
         self.graph = graph
         self.prov = provenance
+        self.handed: dict[tuple[Node, str], list[Handoff]] = {}
+        self._generation = 0
         self._casts = {name for name, spec in provenance.rules.casts.items() if spec.operand == "receiver"}
         self._views = set(provenance.rules.views)
 
+    def add(self, handoffs: Iterable[Handoff]) -> None:
+        for h in handoffs:
+            got = self.handed.setdefault(((h[0], h[1]), h[2]), [])
+            if h not in got:
+                got.append(h)
+                self._generation += 1
+
+    def handed_to(self, module: str) -> tuple[Handoff, ...]:
+        """Every handoff into a function of ``module`` (what its casts' provenance may cross), sorted."""
+        return tuple(sorted(h for hs in self.handed.values() for h in hs if h[0] == module))
+
     # -- parameters: what the callers pass ------------------------------------------------------
     def parameter(self, facts: FileFacts, scope: str, name: str, depth: int) -> Origin | None:
-        if depth >= MAX_CALLS or name in ("self", "cls"):
+        if depth >= MAX_CALLS or name in ("self", "cls") or ((facts.module, scope), name) not in self.handed:
             return None
         node = (facts.module, scope)
-        return self.r.tracker.cached(("passed", node, name, depth), partial(self._parameter, node, name, depth), None)
+        return self.r.tracker.cached(("passed", node, name, depth, self._generation),
+                                     partial(self._parameter, node, name, depth), None)
 
     def _parameter(self, node: Node, name: str, depth: int) -> Origin | None:
         fn = self.r.definitions(node[0]).get(node[1])
         if fn is None or fn.kind == "class":
             return None
-        for caller in self.graph.callers(node):
-            cfacts = self.r.modules.facts(caller[0])
+        for _, _, _, cmod, cscope, line, func in sorted(self.handed.get((node, name), ())):
+            cfacts = self.r.modules.facts(cmod)
             if cfacts is None:
                 continue
-            for cs in self.graph.sites(caller, node):
+            for cs in cfacts.calls:
+                if cs.line != line or cs.scope != cscope or cs.func != func:
+                    continue
                 arg = argument(cs.args, cs.kwargs, cs.starred, fn, name, is_bound(fn, cs.func))
                 if arg is None:
                     continue
-                o = self.prov.origin(cfacts, caller[1], arg, cs.line, depth + 1)
+                o = self.prov.origin(cfacts, cscope, arg, line, depth + 1)
                 if o is not None:
-                    hop = f"{cfacts.path}:{cs.line} {caller[1]} passes {render(arg)} as {name} of {node[1]}"
+                    hop = f"{cfacts.path}:{line} {cscope} passes {render(arg)} as {name} of {node[1]}"
                     return Origin(o.kind, o.path, (hop, *o.hops), o.names, o.classes)
         return None
+
+    # -- going forward: the calls that hand a whole buffer on ------------------------------------
+    def handoffs(self, facts: FileFacts) -> list[Handoff]:
+        """The calls of one file that pass a whole buffer as an argument, one per callee parameter."""
+        if facts.error is not None:
+            return []
+        out: list[Handoff] = []
+        for cs in facts.calls:
+            if not cs.scope or not (cs.args or cs.kwargs):
+                continue
+            whole = [a for a in (*cs.args, *(v for _, v in cs.kwargs))
+                     if self.prov.origin(facts, cs.scope, a, cs.line) is not None]
+            if not whole:
+                continue
+            for module, fn in self.callees(facts, cs):
+                bound = is_bound(fn, cs.func)
+                for param in fn.params:
+                    arg = argument(cs.args, cs.kwargs, cs.starred, fn, param, bound)
+                    if arg is not None and any(arg is w for w in whole):
+                        out.append((module, fn.qualname, param, facts.module, cs.scope, cs.line, cs.func))
+        return sorted(set(out))
+
+    def callees(self, facts: FileFacts, cs: CallSite) -> list[tuple[str, Definition]]:
+        """The functions a call may run: resolved by name; ``self.m()`` in the class or its bases; a typed
+        receiver's method in the classes related to its types; by name when few functions carry it."""
+        parts = cs.func.split(".")
+        name = parts[-1]
+        module = facts.module
+        if parts[0] == "super()":
+            return []
+        found: list[tuple[str, Definition]] = []
+        if parts[0] in ("self", "cls") and len(parts) == 2:
+            cls = enclosing_class(facts, cs.scope)
+            d = self.r.definitions(module).get(cls) if cls else None
+            res = self.r.class_member(module, d, name) if d is not None else []
+        else:
+            res = self.r.resolve_expr(module, cs.scope, from_dotted(cs.func))
+        for t in res:
+            if t.target.kind == "def" and t.target.definition is not None and t.target.definition.kind != "class":
+                found.append((t.target.module, t.target.definition))
+        if found or len(parts) < 2 or parts[0] in ("self", "cls") and len(parts) == 2:
+            return found
+        recv = receiver_of(cs.func)
+        types = self.graph.receivers.types_of((module, cs.scope), recv) if recv is not None else None
+        if types:
+            names = tuple(sorted({t[1].rsplit(".", 1)[-1] for t in types}))
+            defining = {sf.abspath for sf in self.graph.queries.select(("defines", name))}
+            files = [sf for sf in self.graph.queries.select(("contains", names)) if sf.abspath in defining]
+        elif self.graph.def_count(name) <= WEAK_FANOUT:
+            files = self.graph.queries.select(("defines", name))
+        else:
+            return []
+        for f in self.r.index.load_files(files):
+            for d in f.definitions:
+                if d.name != name or d.kind == "class":
+                    continue
+                if types and (d.kind != "method" or not self.graph.receivers.related((f.module, d.parent), types)):
+                    continue
+                found.append((f.module, d))
+        return found
 
     # -- helper results: a full-size derivation of an argument ----------------------------------
     def derived(self, facts: FileFacts, scope: str, call: Call, depth: int) -> tuple[Expr, str] | None:
