@@ -15,6 +15,8 @@ casts (``castfind scan --stops``).
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -76,6 +78,19 @@ def once_reason(rules: RuleSet, cast: Cast, operand_path: str, decorators: tuple
     # `self.w = self.w.to(...)`: afterwards the buffer has the new dtype and .to() is a no-op.
     if rules.once_store_to_self and cast.assigned_to is not None and cast.assigned_to == operand_path.split("[")[0]:
         return f"it is stored back over its own operand {cast.assigned_to} (once.store_to_self)"
+    return None
+
+
+#: A test that reads a tensor's or a setting's dtype (or its element size): the branch is dtype dispatch.
+_DTYPE_TEST = re.compile(r"dtype|element_size|itemsize|float8|fp8|fp4|int8|bfloat16|float16|float32|is_floating_point")
+
+
+def dispatch_condition(cast: Cast) -> str | None:
+    """The dtype test that decides whether this cast runs (innermost first), as "when ...": a cast under
+    ``if self.kv_cache_dtype == fp8:`` runs on every call *when the cache is fp8* — dispatch, not a memo."""
+    for guard in reversed(cast.guards):
+        if _DTYPE_TEST.search(guard.test):
+            return f"when not ({guard.test})" if guard.negated else f"when {guard.test}"
     return None
 
 
@@ -285,6 +300,9 @@ class Checker:
             message = rule.message.format(**fields)
         except (KeyError, IndexError, ValueError):
             message = rule.message
+        condition = dispatch_condition(cast)
+        if condition is not None:
+            message += f" (only {condition})"
         # The weights are policy, so they live in the rule files (buffer kinds' `weight`, `rank.entry_points`).
         score = self.rules.kind_weight(origin.kind) + min(cast.loop_depth, 3)
         if hot:

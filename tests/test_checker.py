@@ -412,3 +412,21 @@ def test_tally_counts_buffer_like_stops_per_reason_with_top_files() -> None:
         ("gather-index", 2, (("m.py", 2),)), ("batch-slice", 1, (("m.py", 1),)), ("cold", 1, (("m.py", 1),))]
     assert table.to_dict()["stops"][0] == {"reason": "gather-index", "count": 2,
                                            "files": [{"path": "m.py", "count": 2}]}
+
+
+# -- a dtype test is dispatch: the finding names the condition ---------------------------------------------
+
+
+def test_a_cast_under_a_dtype_test_runs_every_call_and_names_the_condition() -> None:
+    body = ("if layer_id > 0:\n"
+            "    if self.kv_cache_dtype == torch.float8_e4m3fn:\n"
+            "        y = self.pool.get_key_buffer(layer_id).to(x.dtype)\n")
+    (f,) = check(method(body), HOT)[0]
+    assert f.rule == "CF101"
+    assert f.message.endswith("(only when self.kv_cache_dtype == torch.float8_e4m3fn)"), f.message
+    body = "if w.dtype != torch.bfloat16:\n    return x\ny = self.pool.get_key_buffer(layer_id).to(x.dtype)\n"
+    (f,) = check(method(body), HOT)[0]
+    assert f.message.endswith("(only when not (w.dtype != torch.bfloat16))"), f.message
+    # A test of anything else names no condition.
+    (f,) = check(method("if layer_id > 0:\n    y = self.pool.get_key_buffer(layer_id).to(x.dtype)\n"), HOT)[0]
+    assert "(only when" not in f.message
