@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, run_castfind
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +38,11 @@ def corpus_cache(tmp_path_factory, corpus) -> Path:
     pytest.corpus_diagnostics = list(index.diagnostics)  # type: ignore[attr-defined]
     pytest.corpus_files = len(index.files)  # type: ignore[attr-defined]
     return d
+
+
+@pytest.fixture(scope="session")
+def sglang_scan(corpus, corpus_cache) -> dict:
+    """``castfind scan --json`` of the whole sglang wheel with the default rules, run once per session."""
+    r = run_castfind("scan", str(corpus["sglang"]), "--cache-dir", str(corpus_cache), "--json", "-j", "2")
+    assert r.returncode == 1, r.stderr  # findings
+    return json.loads(r.stdout)

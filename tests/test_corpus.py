@@ -49,13 +49,6 @@ def test_where_class_method_and_every_override(corpus, corpus_cache):
     assert len(methods) > 20
 
 
-@pytest.fixture(scope="module")
-def sglang_scan(corpus, corpus_cache):
-    r = run_castfind("scan", str(corpus["sglang"]), "--cache-dir", str(corpus_cache), "--json", "-j", "2")
-    assert r.returncode == 1, r.stderr  # findings
-    return json.loads(r.stdout)
-
-
 MLA = "sglang/srt/layers/attention/flashinfer_mla_backend.py"
 
 

@@ -1,0 +1,32 @@
+"""castfind against the hand labels of sglang 0.5.23 casts (labels/sglang-0.5.23/): recall and precision at error.
+
+The scan is the session's ``sglang_scan`` (conftest.py: one ``castfind scan --json`` of the sglang wheel on the
+shared ``corpus_cache``), so this costs no extra scan. Matching and figures are those of scripts/label_score.py
+(its docstring has the rules): a label is flagged when the finding at its (path, line, column) — or, with none
+there, a finding whose line range holds its line — has severity ``error``; ``unsure`` labels are left out of
+both figures; findings on unlabelled lines count neither way. Labels are never edited to make this pass.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scripts.label_score import read_labels, score
+from tests.support import REPO
+
+pytestmark = pytest.mark.corpus
+
+LABELS = REPO / "labels" / "sglang-0.5.23" / "labels.csv"
+MIN_RECALL = 0.9
+MIN_PRECISION = 0.9
+
+
+def test_error_findings_recall_and_precision_on_the_hand_labels(sglang_scan):
+    labels = read_labels(LABELS)
+    assert len(labels) == 353  # labels/sglang-0.5.23/README.md: 153 of population A + 200 sampled from B
+    result = score(labels, sglang_scan["findings"])
+    table = result.table()
+    print("\n" + table)
+    recall, precision = result.recall, result.precision  # plain floats: pytest's report stays readable
+    assert recall is not None and recall >= MIN_RECALL, f"recall below {MIN_RECALL}\n{table}"
+    assert precision is not None and precision >= MIN_PRECISION, f"precision below {MIN_PRECISION}\n{table}"
