@@ -716,8 +716,8 @@ _FRAMES_PER_LEVEL = 12
 _BRACKET = re.compile(rb"[\[\](){}]")
 
 
-def _tree_depth(tree: ast.AST) -> int:
-    """Depth of a syntax tree, walked without recursion."""
+def _tree_depth(tree: ast.AST, branches: list[tuple[int, int, int, int]] | None = None) -> int:
+    """Depth of a syntax tree, walked without recursion; ``branches`` collects each ``if``'s two branches."""
     best = 0
     stack = [(tree, 1)]
     children = ast.iter_child_nodes
@@ -725,6 +725,9 @@ def _tree_depth(tree: ast.AST) -> int:
         node, d = stack.pop()
         if d > best:
             best = d
+        if branches is not None and isinstance(node, ast.If) and node.body and node.orelse:
+            branches.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno,
+                             node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno))
         stack.extend((c, d + 1) for c in children(node))
     return best
 
@@ -741,7 +744,8 @@ def _bracket_depth(source: bytes) -> int:
     return best
 
 
-def _python_verdict(source: bytes, path: str) -> tuple[int, tuple[int, str] | None]:
+def _python_verdict(source: bytes, path: str,
+                    branches: list[tuple[int, int, int, int]] | None = None) -> tuple[int, tuple[int, str] | None]:
     """(tree depth, None) when CPython parses the file, else (0, (line, message)) — or, when its own
     parser ran out of stack, (``MAX_DEPTH + 1``, (line, message)).
 
@@ -756,7 +760,7 @@ def _python_verdict(source: bytes, path: str) -> tuple[int, tuple[int, str] | No
         return MAX_DEPTH + 1, (1, f"too deeply nested for Python's own parser ({type(e).__name__})")
     except ValueError as e:  # e.g. NUL bytes
         return 0, (1, f"cannot parse: {e}")
-    return _tree_depth(tree), None
+    return _tree_depth(tree, branches), None
 
 
 def extract_source(source: bytes, module: str, path: str, is_package: bool) -> FileFacts:
@@ -766,7 +770,8 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
     ``unsupported`` when Python accepts it but castfind cannot analyse it (its findings would be
     lost: the scan reports the file and exits non-zero).
     """
-    depth, rejected = _python_verdict(source, path)
+    branches: list[tuple[int, int, int, int]] = []
+    depth, rejected = _python_verdict(source, path, branches)
     if depth > MAX_DEPTH:
         why = rejected[1] if rejected else f"{depth} levels deep, castfind's parser takes {MAX_DEPTH}"
         return FileFacts(module, path, is_package, error=(1, f"too deeply nested: {why}"),
@@ -801,6 +806,7 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         imports=tuple(w.imports),
         assigns=tuple(w.assigns),
         loop_assigns=tuple(w.loop_assigns),
+        branches=tuple(sorted(branches)),
         calls=tuple(w.calls),
         returns=tuple(w.returns),
         casts=tuple(replace(c, stores=tuple(st)) if st else c for c, st in zip(w.casts, w.cast_stores, strict=True)),

@@ -17,7 +17,7 @@ from castfind import casts
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"10-{casts.digest()}"
+EXTRACTOR_VERSION = f"11-{casts.digest()}"
 
 DefKind = Literal["function", "method", "class"]
 
@@ -297,6 +297,9 @@ class FileFacts:
     #: loop variable for its iterable; provenance reads both.
     loop_assigns: tuple[Assign, ...] = ()
     annotations: tuple[Annotation, ...] = ()
+    #: Each ``if`` with an ``else``: (first, last line of its body, first, last line of its else). A name
+    #: assigned in one branch is not what a use in the other branch reads.
+    branches: tuple[tuple[int, int, int, int], ...] = ()
 
 
 def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:

@@ -396,15 +396,26 @@ class Provenance:
             if len(self._assigns) > 256:
                 self._assigns.clear()
             self._assigns[id(facts)] = got
+        seen = [a for a in got[1].get((scope, name), ()) if not _exclusive(facts, a.line, line)]
         best = None
-        for a in got[1].get((scope, name), ()):
+        for a in seen:
             if a.line <= line and (best is None or a.line >= best.line):
                 best = a
         if best is not None and best.line == line:
             # `x = x.to(...)`: the value on the cast's own line is the cast itself, look earlier.
-            earlier = [a for a in got[1].get((scope, name), ()) if a.line < line]
+            earlier = [a for a in seen if a.line < line]
             return max(earlier, key=lambda a: a.line) if earlier else None
         return best
+
+
+def _exclusive(facts: FileFacts, a: int, b: int) -> bool:
+    """Are lines ``a`` and ``b`` in the two branches of one ``if``/``else`` (so one never sees the other)?"""
+    for b0, b1, e0, e1 in facts.branches:
+        if b0 > max(a, b):
+            break  # sorted by the body's first line: no later if holds both
+        if (b0 <= a <= b1 and e0 <= b <= e1) or (e0 <= a <= e1 and b0 <= b <= b1):
+            return True
+    return False
 
 
 def _stop(reason: StopReason, detail: str, hops: list[str]) -> Stop:

@@ -343,3 +343,18 @@ def test_a_tuple_stops_at_its_first_element_that_is_not_whole() -> None:
     got = stop_of("y = (self.k_buffer, t)\nz = y.float()", "y.float()")
     assert (got.reason, got.detail) == ("parameter", "t is a parameter of A.f")
     assert got.hops[0] == "y = (self.k_buffer, t) (line 3)"
+
+
+def test_an_assignment_in_the_other_branch_of_an_if_is_not_what_the_use_reads() -> None:
+    got = origins(
+        "k = self.k_buffer\n"
+        "if t:\n"
+        "    k = k[kv_indices]\n"
+        "    k.half()\n"  # the gathered rows assigned in this branch
+        "else:\n"
+        "    k.float()\n"  # the other branch: still the whole self.k_buffer from before the if
+        "k.double()\n"  # after the if: the latest assignment (the gather) may have run
+    )
+    assert {text: o.path if o else None for text, o in got.items()} == {
+        "k.half()": None, "k.float()": "self.k_buffer", "k.double()": None,
+    }
