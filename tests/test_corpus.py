@@ -87,3 +87,9 @@ def test_demand_driven_scan_equals_eager_scan_on_sglang(corpus, corpus_cache):
     assert lazy == eager
     assert len(lazy) > 50
     assert lazy_stats["loaded"] < eager_stats["loaded"] / 2
+    # Across calls too: the parameter cast of mamba1's decode helper is found through the forward that
+    # passes the layer's whole conv weight (a handoff), and the demand-driven scan reads the same files.
+    mamba = "sglang/srt/layers/attention/mamba/mamba1.py"
+    crossed = [f for f in lazy if f[1] == mamba and any(" passes conv_weights as conv_weights of " in h for h in f[4])]
+    assert {f[2] for f in crossed} >= {438}, crossed
+    assert any(" passes " in h for f in lazy if f[1] != mamba for h in f[4])
