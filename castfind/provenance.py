@@ -132,7 +132,7 @@ class AcrossCalls(Protocol):
 
     def parameter(self, facts: FileFacts, scope: str, name: str, depth: int) -> Origin | None: ...
 
-    def derived(self, facts: FileFacts, scope: str, call: Call, depth: int) -> tuple[Expr, str] | None: ...
+    def derived(self, facts: FileFacts, scope: str, call: Call, line: int, depth: int) -> tuple[Expr, str] | None: ...
 
 
 class Provenance:
@@ -272,7 +272,7 @@ class Provenance:
                         hops.append(f"{name}() returns the whole {kind}")
                     return self._end(facts, scope, kind, expr, hops)
                 if self.across is not None and not elems:
-                    derived = self.across.derived(facts, scope, expr, depth)
+                    derived = self.across.derived(facts, scope, expr, line, depth)
                     if derived is not None:
                         expr, hop = derived
                         hops.append(hop)

@@ -199,8 +199,13 @@ class Summaries:
         return found
 
     # -- helper results: a full-size derivation of an argument ----------------------------------
-    def derived(self, facts: FileFacts, scope: str, call: Call, depth: int) -> tuple[Expr, str] | None:
+    def derived(self, facts: FileFacts, scope: str, call: Call, line: int, depth: int) -> tuple[Expr, str] | None:
         if depth >= MAX_CALLS or not isinstance(call.func, (Name, Attr)):
+            return None
+        # PERF: only a call handed a whole buffer can return one; resolving the helper (which parses the
+        # modules on the way) waits until an argument is known whole.
+        if not any(self.prov.origin(facts, scope, a, line, depth + 1) is not None
+                   for a in (*call.args, *(v for _, v in call.kwargs))):
             return None
         targets = [t.target for t in self.r.resolve_expr(facts.module, scope, call.func)]
         defs = {(t.module, t.definition.qualname): t.definition for t in targets
