@@ -90,11 +90,18 @@ class CallGraph:
 
     # -- edges ----------------------------------------------------------------------------------
     def callers(self, node: Node) -> list[Node]:
-        """Functions with a call that may reach ``node`` (sorted, so searches are deterministic)."""
+        """Functions with a call that may reach ``node`` (sorted, so searches are deterministic).
+
+        The networkx graph is the one store of call edges: a node's callers are found once (a memoised
+        step, whose dependencies are replayed into whatever asks again) and stored as edges into it;
+        the hot-path search and the prefetch both read them back from the graph.
+        """
         got = self.memo.step(("callers", node), lambda: self._find_callers(node))
-        for c in got:
-            self.graph.add_edge(label(c), label(node))
-        return got
+        g = self.graph
+        if not g.nodes.get(node, {}).get("expanded"):
+            g.add_node(node, expanded=True)
+            g.add_edges_from((c, node) for c in got)
+        return sorted(g.predecessors(node))
 
     def _files_calling(self, node: Node) -> list[SourceFile]:
         return self.queries.select(("calls", node[1].rsplit(".", 1)[-1], node[0]))

@@ -16,7 +16,6 @@ casts (``castfind scan --stops``).
 from __future__ import annotations
 
 import re
-
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass

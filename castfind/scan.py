@@ -21,6 +21,7 @@ findings, on the fixtures and on the real sglang wheel. Extraction is one path e
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -189,7 +190,7 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
     # Parse the candidates that no carried result covers in one parallel batch, then load the call
     # graph's files level by level (also in batches) before the sequential searches ask for them.
     # A file's findings depend on the handoffs into it (whole buffers its callers pass): part of the key.
-    keys = {sf.abspath: (sf.abspath, getters, summaries.handed_to(sf.module)) for sf in candidates}
+    keys = {sf.abspath: (sf.abspath, getters, _digest(summaries.handed_to(sf.module))) for sf in candidates}
     index.load_files([sf for sf in candidates if fresh or not memo.has(("check", *keys[sf.abspath]))])
     graph.prefetch(dict.fromkeys(n for sf in candidates for n in memo.step(("starts", *keys[sf.abspath]),
                                                                           partial(starts_of, sf))))
@@ -232,7 +233,9 @@ def _forward(index: Index, summaries: Summaries, queries: TextQueries, chosen: l
     extra: dict[str, SourceFile] = {}
     frontier = chosen
     for _ in range(MAX_CALLS):
-        known = tuple(sorted(h for hs in summaries.handed.values() for h in hs))
+        # PERF: the handoffs known so far name the step by a digest (thousands of them in every key
+        # would make the carried memo grow with files × handoffs).
+        known = _digest(sorted(h for hs in summaries.handed.values() for h in hs))
         index.load_files([sf for sf in frontier if not memo.has(("hands", sf.abspath, getters, known))])
         new: list[Handoff] = []
         for sf in frontier:
@@ -252,6 +255,11 @@ def _forward(index: Index, summaries: Summaries, queries: TextQueries, chosen: l
         if not frontier:
             break
     return sorted(extra.values(), key=lambda sf: (sf.root, sf.path))
+
+
+def _digest(items: Any) -> str:
+    """A short, stable name for a (large) list of plain-data records, for a memo key."""
+    return hashlib.blake2b(repr(items).encode(), digest_size=16).hexdigest()
 
 
 def _diagnostics(index: Index, memo: Memo) -> list[Diagnostic]:
