@@ -229,7 +229,6 @@ def _forward(index: Index, summaries: Summaries, queries: TextQueries, chosen: l
     memo = queries.memo
     have = {sf.abspath for sf in chosen}
     with_casts = {sf.abspath for sf in queries.select(("casts",))}
-    summaries.with_casts = with_casts
     extra: dict[str, SourceFile] = {}
     frontier = chosen
     for _ in range(MAX_CALLS):

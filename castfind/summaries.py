@@ -86,18 +86,9 @@ class Summaries:
         self.graph = graph
         self.prov = provenance
         self.handed: dict[tuple[Node, str], list[Handoff]] = {}
-        #: The files that hold a cast (absolute paths), when the scan knows them.
-        self.with_casts: set[str] | None = None
         self._generation = 0
         self._casts = {name for name, spec in provenance.rules.casts.items() if spec.operand == "receiver"}
         self._views = set(provenance.rules.views)
-
-    def _casting_def(self, name: str) -> bool:
-        """Does a file that holds a cast define ``name``? (PERF: a callee in no such file can cast nothing,
-        and resolving it would parse the modules on the way; a text query answers first.)"""
-        if self.with_casts is None:
-            return True
-        return any(sf.abspath in self.with_casts for sf in self.graph.queries.select(("defines", name)))
 
     def add(self, handoffs: Iterable[Handoff]) -> None:
         for h in handoffs:
@@ -165,7 +156,7 @@ class Summaries:
         parts = cs.func.split(".")
         name = parts[-1]
         module = facts.module
-        if parts[0] == "super()" or not self._casting_def(name):
+        if parts[0] == "super()":
             return []
         found: list[tuple[str, Definition]] = []
         if parts[0] in ("self", "cls") and len(parts) == 2:
