@@ -55,5 +55,5 @@ def scan(
     )
     scan_plan = pipeline.plan(request)
     out = pipeline.run(scan_plan)
-    pipeline.save_memo(scan_plan)
+    pipeline.save_memo(scan_plan, out)
     return pipeline.post(scan_plan, out)

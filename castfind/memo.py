@@ -276,6 +276,24 @@ def _parse_query(dep: str) -> QueryKey:
     return ast.literal_eval(dep[2:])
 
 
+def tree_digest(index: Index) -> str:
+    """A digest of the indexed tree: every file's root-relative id, module name and content key.
+
+    Two runs with the same configuration and the same digest have the same outcome (a scan is a
+    pure function of both), so a warm scan of an unchanged tree replays it whole
+    (:func:`castfind.pipeline.run`) instead of replaying its steps one by one.
+    """
+    ids = file_ids(index.files)
+    rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
+    return hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
+
+
+def root_ids(files: list[SourceFile]) -> dict[str, str]:
+    """The root as typed → its number in :func:`file_ids` (what a stored finding names its root by)."""
+    ids = file_ids(files)
+    return {sf.root: ids[sf.abspath].split(":", 1)[0] for sf in files}
+
+
 def file_ids(files: list[SourceFile]) -> dict[str, str]:
     """abspath → ``N:path``: the file's path inside its root, N numbering the roots by name."""
     base = {sf.abspath: sf.abspath.removesuffix(sf.path) for sf in files}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +99,8 @@ class ScanPlan:
     write_baseline: str | None = None
     memo: Memo | None = None
     memo_key: str | None = None
+    #: The outcome of an earlier run of this configuration on this very tree (``run`` returns it).
+    carried: RunOutput | None = None
 
 
 @dataclass(frozen=True)
@@ -205,19 +207,57 @@ def plan(request: ScanRequest) -> ScanPlan:
     index = open_index(list(roots), exclude=tuple(cfg.exclude), cache_dir=opts.cache_dir, use_cache=opts.use_cache,
                        jobs=opts.jobs, follow_installed=opts.follow_installed, max_file_size=opts.max_file_size,
                        progress=opts.progress)
-    memo, memo_key = None, None
+    memo, memo_key, carried_out = None, None, None
     if index.cache is not None and request.demand and not request.explain:
         from castfind import memo as carried
 
         # Roots by name, not by absolute path: a moved or re-cloned checkout replays the same results.
         memo_key = carried.config_key(sorted(Path(r).resolve().name for r in roots), tuple(cfg.exclude), ruleset)
-        memo = carried.Memo(index, carried.loads(index.cache.get_memo(memo_key)))
+        if _whole_outcome(request, opts):
+            carried_out = _carried_outcome(index, memo_key)
+        if carried_out is None:
+            memo = carried.Memo(index, carried.loads(index.cache.get_memo(memo_key)))
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
         demand=request.demand, explain=request.explain, stops=request.stops, traces=request.traces,
-        write_baseline=request.write_baseline, memo=memo, memo_key=memo_key,
+        write_baseline=request.write_baseline, memo=memo, memo_key=memo_key, carried=carried_out,
     )
+
+
+def _whole_outcome(request: ScanRequest, opts: IndexOptions) -> bool:
+    """Is this a run whose whole outcome is carried? Not with ``--only`` (it reports on some files),
+    ``--stops`` (checked fresh), or installed packages (files outside the roots may join)."""
+    return not (request.only or request.stops or opts.follow_installed)
+
+
+def _outcome_key(memo_key: str) -> str:
+    return memo_key + "-outcome"
+
+
+def _carried_outcome(index: Index, memo_key: str) -> RunOutput | None:
+    """The outcome stored by the last run of this configuration, if it ran on the same tree.
+
+    PERF: a warm scan of an unchanged tree then costs hashing the files and reading one row,
+    not replaying (and decoding) every carried step.
+    """
+    from castfind import memo as carried
+
+    assert index.cache is not None
+    doc = carried.loads(index.cache.get_memo(_outcome_key(memo_key)))
+    if doc is None or doc.get("tree") != carried.tree_digest(index):
+        return None
+    found, diags, stats, modules = doc.get("findings"), doc.get("diagnostics"), doc.get("stats"), doc.get("modules")
+    if not (isinstance(found, list) and all(isinstance(f, Finding) for f in found)
+            and isinstance(diags, list) and all(isinstance(d, Diagnostic) for d in diags)
+            and isinstance(stats, dict) and isinstance(modules, dict)):
+        return None  # a damaged or foreign row: compute
+    roots = {n: r for r, n in carried.root_ids(index.files).items()}
+    seen = {(d.path, d.line, d.message) for d in index.diagnostics}
+    return RunOutput(
+        tuple(replace(f, root=roots.get(f.root, f.root)) for f in found),
+        (*index.diagnostics, *(d for d in diags if (d.path, d.line, d.message) not in seen)),
+        {**stats, "parsed": 0, "loaded": 0, "replayed": 0, "outcome": "carried"}, dict(modules), {})
 
 
 def _load_config(request: ScanRequest) -> Config:
@@ -253,19 +293,35 @@ def run(scan_plan: ScanPlan) -> RunOutput:
     """The engine over the plan's index and rules (parsing happens here)."""
     from castfind.scan import scan
 
+    if scan_plan.carried is not None:
+        return scan_plan.carried
     only = set(scan_plan.only) if scan_plan.only is not None else None
-    return RunOutput.of(scan(scan_plan.index, scan_plan.ruleset, demand=scan_plan.demand, only=only,
-                             explain=scan_plan.explain, stops=scan_plan.stops, memo=scan_plan.memo))
+    out = RunOutput.of(scan(scan_plan.index, scan_plan.ruleset, demand=scan_plan.demand, only=only,
+                            explain=scan_plan.explain, stops=scan_plan.stops, memo=scan_plan.memo))
+    return replace(out, stats={**out.stats, "outcome": "computed"})
 
 
-def save_memo(scan_plan: ScanPlan) -> None:
+def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
     """Store what :func:`run` added to the carried results, so the next scan of the same
-    configuration replays it. Nothing is written when nothing changed or there is no cache."""
-    memo, cache = scan_plan.memo, scan_plan.index.cache
-    if memo is not None and memo.dirty and cache is not None and scan_plan.memo_key is not None:
-        from castfind import memo as carried
+    configuration replays it. Nothing is written when nothing changed or there is no cache.
 
-        cache.put_memo(scan_plan.memo_key, carried.dumps(memo.snapshot()))
+    With ``out`` (what :func:`run` returned), the whole outcome is stored too, under the digest of
+    the tree it was computed on, for the next run on the same tree.
+    """
+    memo, cache, key = scan_plan.memo, scan_plan.index.cache, scan_plan.memo_key
+    if memo is None or cache is None or key is None:
+        return
+    from castfind import memo as carried
+
+    if memo.dirty:
+        cache.put_memo(key, carried.dumps(memo.snapshot()))
+    if out is not None and not (scan_plan.only is not None or scan_plan.stops or scan_plan.index.follow_installed):
+        ids = carried.root_ids(scan_plan.index.files)
+        cache.put_memo(_outcome_key(key), carried.dumps({
+            "version": carried.MEMO_VERSION, "tree": carried.tree_digest(scan_plan.index),
+            "findings": [replace(f, root=ids.get(f.root, f.root)) for f in out.findings],
+            "diagnostics": list(out.diagnostics), "stats": {k: v for k, v in out.stats.items() if k != "seconds"},
+            "modules": dict(out.modules)}))
 
 
 # --------------------------------------------------------------------------- post

@@ -42,7 +42,29 @@ def test_unchanged_files_replay_everything_without_loading_facts(tree, tmp_path)
     assert first == fresh and stats["replayed"] == 0
     again, _, stats = _both(tree, cache)
     assert again == first
+    assert stats["loaded"] == 0 and stats["parsed"] == 0 and stats["outcome"] == "carried"
+
+
+def test_without_the_carried_outcome_the_steps_replay(tree, tmp_path):
+    import sqlite3
+
+    cache = tmp_path / "cache"
+    first, _, _ = _both(tree, cache)
+    with sqlite3.connect(cache / "facts.sqlite3") as db:
+        assert db.execute("DELETE FROM memo WHERE key LIKE '%-outcome'").rowcount == 1
+    again, _, stats = _both(tree, cache)
+    assert again == first and stats["outcome"] == "computed"
     assert stats["loaded"] == 0 and stats["parsed"] == 0 and stats["replayed"] > 0
+
+
+def test_a_carried_outcome_names_the_roots_as_typed_now(tree, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    first = scan([str(tree)], cache_dir=cache, jobs=1)
+    monkeypatch.chdir(tree)
+    again = scan(["."], cache_dir=cache, jobs=1)
+    assert again.report.stats["outcome"] == "carried"
+    assert {f.root for f in again.report.findings} == {"."}
+    assert [(f.path, f.line) for f in again.report.findings] == [(f.path, f.line) for f in first.report.findings]
 
 
 def test_edits_in_other_files_invalidate_what_depended_on_them(tree, tmp_path):
