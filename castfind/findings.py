@@ -207,7 +207,8 @@ def suppressions_in(text: str) -> list[Suppression]:
         return []
     found: list[Suppression] = []
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        # newline=None: universal newlines, so a CR-only file has its lines too.
+        for tok in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
             if tok.type != tokenize.COMMENT:
                 continue
             for match in _IGNORE.finditer(tok.string):
