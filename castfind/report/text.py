@@ -100,6 +100,9 @@ def summary(report: ScanReport) -> str:
     hidden = report.stats.get("baseline_hidden")
     if isinstance(hidden, int) and hidden:
         notes.append(f"{hidden} hidden by baseline")
+    at_ref = report.stats.get("baseline_commit")
+    if isinstance(at_ref, dict) and at_ref.get("hidden"):
+        notes.append(f"{at_ref['hidden']} already at {at_ref.get('ref')}")
     if notes:
         text += f" ({', '.join(notes)})"
     return text
