@@ -62,5 +62,6 @@ def scan(
     scan_plan = pipeline.plan(request)
     out = pipeline.run(scan_plan)
     pipeline.save_memo(scan_plan)
-    known = pipeline.findings_at_ref(scan_plan) if scan_plan.baseline_commit else None
+    at_ref = scan_plan.baseline_commit and not (explain or stops)  # those print no findings
+    known = pipeline.findings_at_ref(scan_plan) if at_ref else None
     return pipeline.post(scan_plan, out, known)

@@ -273,6 +273,10 @@ def scan(
     extra = {"sarif": sarif, "json": json_output, "github": github_output, "gitlab": gitlab_output,
              "junit": junit_output, "markdown": markdown_output}
     outputs = [(name, path) for name, path in extra.items() if path is not None]
+    if (stops or explain) and (output is not None or any(name != "sarif" for name, _ in outputs)):
+        given = "--output" if output is not None else next(f"--{name}-output" for name, _ in outputs if name != "sarif")
+        _fail(f"{'--stops' if stops else '--explain'} {given}: it prints its own account of the scan, not a report — "
+              f"drop {given}")
     try:
         reporter = registry.get(output_format or ("json" if json_out else registry.DEFAULT_FORMAT))
     except registry.UnknownFormat as e:

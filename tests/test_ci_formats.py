@@ -247,3 +247,9 @@ def test_bad_outputs_fail_before_the_scan(tmp_path: Path, args: list[str], messa
     r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", *[a.format(d=tmp_path) for a in args]])
     assert r.exit_code == 2, r.output
     assert message in r.stderr and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [["--stops", "--json-output", "x.json"], ["--explain", "a.py:1", "--output", "x.md"]])
+def test_accounts_of_the_scan_take_no_report_outputs(args: list[str]) -> None:
+    r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", *args])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "it prints its own account" in r.stderr, r.output
