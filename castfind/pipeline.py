@@ -105,6 +105,8 @@ class ScanPlan:
     write_baseline: str | None = None
     memo: Memo | None = None
     memo_key: str | None = None
+    #: The carried results as loaded (before this run), for the scan at ``--baseline-commit`` (not decoded twice).
+    memo_seed: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     warn_unused_ignores: bool = True
     #: ``--baseline-commit``: each root's repository and the commit REF names (checked in :func:`plan`).
     baseline_commit: tuple[RootAtRef, ...] = ()
@@ -217,18 +219,19 @@ def plan(request: ScanRequest) -> ScanPlan:
     index = open_index(list(roots), exclude=tuple(cfg.exclude), cache_dir=opts.cache_dir, use_cache=opts.use_cache,
                        jobs=opts.jobs, follow_installed=opts.follow_installed, max_file_size=opts.max_file_size,
                        progress=opts.progress)
-    memo, memo_key = None, None
+    memo, memo_key, memo_seed = None, None, None
     if index.cache is not None and request.demand and not request.explain:
         from castfind import memo as carried
 
         # Roots by name, not by absolute path: a moved or re-cloned checkout replays the same results.
         memo_key = carried.config_key(sorted(Path(r).resolve().name for r in roots), tuple(cfg.exclude), ruleset)
-        memo = carried.Memo(index, carried.loads(index.cache.get_memo(memo_key)))
+        memo_seed = carried.loads(index.cache.get_memo(memo_key))
+        memo = carried.Memo(index, memo_seed)
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
         demand=request.demand, explain=request.explain, stops=request.stops, traces=request.traces,
-        write_baseline=request.write_baseline, memo=memo, memo_key=memo_key,
+        write_baseline=request.write_baseline, memo=memo, memo_key=memo_key, memo_seed=memo_seed,
         warn_unused_ignores=request.warn_unused_ignores, baseline_commit=at_ref, baseline_ref=request.baseline_commit,
         index_options=opts,
     )
@@ -352,21 +355,28 @@ def findings_at_ref(scan_plan: ScanPlan) -> tuple[Finding, ...]:
     with the plan's rules, options, facts cache and carried results (which are not updated)."""
     if not scan_plan.baseline_commit:
         return ()
+    cache = scan_plan.index.cache
+    if cache is not None:  # exported once per commit and kept beside the facts (gitref.exported)
+        return _scan_at_ref(scan_plan, gitref.exported(scan_plan.baseline_commit, cache.directory / "refs"))
     with tempfile.TemporaryDirectory(prefix="castfind-ref-") as scratch:
-        roots = gitref.export_roots(scan_plan.baseline_commit, scratch)
-        opts = scan_plan.index_options
-        index = open_index(list(roots), exclude=tuple(scan_plan.config.exclude), cache_dir=opts.cache_dir,
-                           use_cache=opts.use_cache, jobs=opts.jobs, follow_installed=opts.follow_installed,
-                           max_file_size=opts.max_file_size)
-        memo = None
-        if index.cache is not None and scan_plan.memo_key is not None:
-            from castfind import memo as carried
+        return _scan_at_ref(scan_plan, gitref.export_roots(scan_plan.baseline_commit, scratch))
 
-            memo = carried.Memo(index, carried.loads(index.cache.get_memo(scan_plan.memo_key)))
-        config = replace(scan_plan.config, roots=tuple(Path(r) for r in roots), baseline=None)
-        at_ref = replace(scan_plan, config=config, roots=roots, index=index, only=None, explain=False, stops=False,
-                         traces=(), write_baseline=None, memo=memo, baseline_commit=())
-        return post(at_ref, run(at_ref)).report.findings
+
+def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, ...]:
+    """The plan's scan over ``roots`` (REF's tree): its findings after suppression and CF001."""
+    opts = scan_plan.index_options
+    index = open_index(list(roots), exclude=tuple(scan_plan.config.exclude), cache_dir=opts.cache_dir,
+                       use_cache=opts.use_cache, jobs=opts.jobs, follow_installed=opts.follow_installed,
+                       max_file_size=opts.max_file_size)
+    memo = None
+    if index.cache is not None and scan_plan.memo_key is not None:
+        from castfind import memo as carried
+
+        memo = carried.Memo(index, scan_plan.memo_seed)  # not saved: the carried results stay the work tree's
+    config = replace(scan_plan.config, roots=tuple(Path(r) for r in roots), baseline=None)
+    at_ref = replace(scan_plan, config=config, roots=roots, index=index, only=None, explain=False, stops=False,
+                     traces=(), write_baseline=None, memo=memo, baseline_commit=())
+    return post(at_ref, run(at_ref)).report.findings
 
 
 def _join_traces(found: list[Finding], modules: Mapping[str, str], traces: Sequence[str],

@@ -102,3 +102,20 @@ def test_the_text_summary_says_how_many_were_there_already(repo: Path) -> None:
     r = runner.invoke(cli.app, ["scan", str(repo), "--no-cache", "-j", "1", "--diff", "HEAD~1"])
     assert r.exit_code == 1, r.output
     assert r.stdout.splitlines()[-1] == "1 error, 0 warnings, 0 info in 1 file (1 already at HEAD~1)"
+
+
+def test_the_tree_at_a_commit_is_exported_once_as_copies_and_few_are_kept(repo: Path, tmp_path: Path) -> None:
+    from castfind import gitref
+
+    store = tmp_path / "refs"
+    at = gitref.resolve([str(repo)], "HEAD~1")
+    (root,) = gitref.exported(at, store)
+    copy = Path(root) / "srv" / "backend.py"
+    assert copy.read_text() == OLD and copy.stat().st_nlink == 1  # REF's bytes, never a link to the work tree
+    stamp = copy.stat().st_mtime_ns
+    assert gitref.exported(at, store) == (root,) and copy.stat().st_mtime_ns == stamp  # reused as it is
+    for n in range(gitref.KEEP + 1):
+        commit(repo, NEW + f"# {n}\n", f"edit {n}")
+        gitref.exported(gitref.resolve([str(repo)], "HEAD"), store)
+    assert len([p for p in store.iterdir() if p.is_dir()]) == gitref.KEEP
+    assert not copy.exists()  # the least recently used tree went first
