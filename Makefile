@@ -14,6 +14,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The Mermaid library tests/test_mermaid_render.py renders the Markdown charts with (pinned in its lock file;
+# the test also needs Debian's chromium: apt-get install -y chromium).
+MERMAID := tests/mermaid/node_modules/.package-lock.json
+$(MERMAID): tests/mermaid/package.json tests/mermaid/package-lock.json
+	npm ci --prefix tests/mermaid --no-audit --no-fund
+	touch $@
+
 ## demo: scan the bundled fixture and resolve an aliased kernel (no torch needed)
 demo: install
 	$(VENV)/bin/castfind where kernel_fused_moe --root fixtures/where --no-cache
@@ -24,11 +31,11 @@ corpus: install
 	$(VPY) scripts/fetch_corpus.py $(CORPUS)
 
 ## test: the whole suite, real-corpus tests included
-test: corpus
+test: corpus $(MERMAID)
 	CASTFIND_CORPUS=$(CORPUS) $(VPY) -m pytest -q -p no:cacheprovider
 
 ## test-fast: everything but the real-corpus tests
-test-fast: install
+test-fast: install $(MERMAID)
 	$(VPY) -m pytest -q -m "not corpus" -p no:cacheprovider
 
 ## lint: types (mypy, config in pyproject.toml) and lint (ruff) over the repository

@@ -34,6 +34,8 @@ def scan(
     explain: bool = False,
     stops: bool = False,
     exclude: tuple[str, ...] = (),
+    warn_unused_ignores: bool = True,
+    baseline_commit: str | None = None,
     **index_options: Any,
 ) -> ScanRun:
     """Scan roots for whole-buffer casts; never prints.
@@ -43,7 +45,10 @@ def scan(
     ``index_options`` are :class:`~castfind.pipeline.IndexOptions`' fields. Raises RuleError,
     ConfigError, BaselineError, DiscoveryError, OutputPathError or TraceError for bad input; output
     paths and ``--only`` files are checked before anything is parsed. ``explain``: an explanation per
-    cast in ``ScanRun.explanations``; ``stops``: the table of where proofs stopped in ``ScanRun.stops``. The phases are in
+    cast in ``ScanRun.explanations``; ``stops``: the table of where proofs stopped in ``ScanRun.stops``.
+    ``warn_unused_ignores``: report ignore comments that silence nothing (CF001). ``baseline_commit``: report only
+    findings new relative to that git commit (GitRefError when the roots are in no repository or it names no
+    commit; checked before parsing). The phases are in
     :mod:`castfind.pipeline`; the carried results are saved before ``post`` reads any trace, so a
     bad trace does not cost the next scan its warm start.
     """
@@ -51,9 +56,12 @@ def scan(
         paths=tuple(paths), roots=tuple(roots or ()), only=only, rules=tuple(rules or ()),
         entry_points=tuple(entry_points or ()), fail_on=fail_on, baseline=baseline, write_baseline=write_baseline,
         traces=tuple(traces or ()), demand=demand, explain=explain, stops=stops, exclude=tuple(exclude),
+        warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit,
         index=pipeline.IndexOptions(**index_options),
     )
     scan_plan = pipeline.plan(request)
     out = pipeline.run(scan_plan)
     pipeline.save_memo(scan_plan, out)
-    return pipeline.post(scan_plan, out)
+    at_ref = scan_plan.baseline_commit and not (explain or stops)  # those print no findings
+    known = pipeline.findings_at_ref(scan_plan) if at_ref else None
+    return pipeline.post(scan_plan, out, known)

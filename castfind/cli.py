@@ -204,8 +204,27 @@ def scan(
     entry_point: list[str] | None = typer.Option(None, "--entry-point", help="Extra entry-point pattern, e.g. '*.forward_batch'."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON: findings, diagnostics, stats."),
     output_format: str | None = typer.Option(None, "--format", metavar="FORMAT",
-                                             help="Output format: text (default), json or sarif."),
-    sarif: str | None = typer.Option(None, "--sarif", help="Also write SARIF 2.1.0 to this file ('-' for stdout)."),
+                                             help="Output format: text (default), json, sarif, github, gitlab, junit or "
+                                                  "markdown."),
+    output: str | None = typer.Option(None, "--output", "-o", metavar="FILE",
+                                      help="Write the --format document to FILE instead of stdout."),
+    sarif: str | None = typer.Option(None, "--sarif", "--sarif-output", metavar="FILE",
+                                     help="Also write SARIF 2.1.0 to this file ('-' for stdout)."),
+    json_output: str | None = typer.Option(None, "--json-output", metavar="FILE", help="Also write the JSON report to FILE."),
+    github_output: str | None = typer.Option(None, "--github-output", metavar="FILE",
+                                             help="Also write GitHub workflow commands to FILE."),
+    gitlab_output: str | None = typer.Option(None, "--gitlab-output", metavar="FILE",
+                                             help="Also write a GitLab Code Quality report to FILE."),
+    junit_output: str | None = typer.Option(None, "--junit-output", metavar="FILE", help="Also write JUnit XML to FILE."),
+    markdown_output: str | None = typer.Option(None, "--markdown-output", metavar="FILE",
+                                               help="Also write the Markdown report (tables, hot-path charts) to FILE."),
+    statistics: bool = typer.Option(False, "--statistics",
+                                    help="Counts per rule and severity and the top files (text: instead of the findings; "
+                                         "JSON: stats.statistics)."),
+    warn_unused_ignores: bool = typer.Option(True, "--warn-unused-ignores/--no-warn-unused-ignores",
+                                             help="Report '# castfind: ignore' comments that suppress nothing (CF001)."),
+    baseline_commit: str | None = typer.Option(None, "--baseline-commit", "--diff", metavar="REF",
+                                               help="Report only findings that are new relative to the git tree at REF."),
     fail_on: str | None = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above: error (default), warning, info."),
     baseline: str | None = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file."),
     write_baseline: str | None = typer.Option(None, "--write-baseline", help="Record the current findings in this baseline file."),
@@ -232,7 +251,8 @@ def scan(
     from castfind.config import ConfigError
     from castfind.discover import DiscoveryError
     from castfind.findings import BaselineError, exit_code
-    from castfind.fsutil import OutputPathError, atomic_write_text, check_output_file
+    from castfind.fsutil import OutputPathError
+    from castfind.gitref import GitRefError
     from castfind.report import ReportContext, SourceCache, registry
     from castfind.rules import RuleError
 
@@ -246,15 +266,22 @@ def scan(
     if stops and (sarif or output_format not in (None, "json", "text")):
         given = f"--sarif {sarif}" if sarif else f"--format {output_format}"
         _fail(f"--stops {given}: the stop table is text or JSON — drop {given.split()[0]} or use --json")
-    if sarif == "-" and (json_out or output_format is not None):
+    if sarif == "-" and output is None and (json_out or output_format is not None):
         given = "--json" if json_out else "--format"
         _fail(f"--sarif - {given}{'' if json_out else f' {output_format}'}: only one document can go to stdout — "
               f"write the SARIF to a file (--sarif FILE) or drop {given}")
+    extra = {"sarif": sarif, "json": json_output, "github": github_output, "gitlab": gitlab_output,
+             "junit": junit_output, "markdown": markdown_output}
+    outputs = [(name, path) for name, path in extra.items() if path is not None]
+    if (stops or explain) and (output is not None or any(name != "sarif" for name, _ in outputs)):
+        given = "--output" if output is not None else next(f"--{name}-output" for name, _ in outputs if name != "sarif")
+        _fail(f"{'--stops' if stops else '--explain'} {given}: it prints its own account of the scan, not a report — "
+              f"drop {given}")
     try:
         reporter = registry.get(output_format or ("json" if json_out else registry.DEFAULT_FORMAT))
-        sarif_reporter = registry.get("sarif") if sarif else None
     except registry.UnknownFormat as e:
         _fail(str(e))
+    _check_outputs(output, outputs)
     explain_at = None
     if explain:
         explain_at = _explain_spec(explain)
@@ -262,13 +289,8 @@ def scan(
         given_roots = list(root or []) or ([] if only else list(paths or []))
         if given_roots:  # else the roots come from [tool.castfind]: checked after the scan
             _check_explain_file(p, given_roots)
-    if sarif and sarif != "-":
-        try:
-            check_output_file(sarif, "pass a file path to --sarif, or '-' for stdout")
-        except OutputPathError as e:
-            _fail(str(e))
     errors: tuple[type[BaseException], ...] = (RuleError, ConfigError, BaselineError, DiscoveryError, OutputPathError,
-                                               ValueError)
+                                               GitRefError, ValueError)
     try:
         from castfind.runtime.trace import TraceError
 
@@ -279,7 +301,8 @@ def scan(
         run = api.scan(list(paths or []), roots=list(root or []), only=only, rules=list(rules or []),
                        entry_points=list(entry_point or []), fail_on=fail_on, baseline=baseline,
                        write_baseline=write_baseline, traces=list(trace or []), demand=not eager,
-                       explain=explain_at is not None, stops=stops, exclude=tuple(exclude or ()), cache_dir=cache_dir,
+                       explain=explain_at is not None, stops=stops, exclude=tuple(exclude or ()),
+                       warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit, cache_dir=cache_dir,
                        use_cache=not no_cache, jobs=n_jobs, max_file_size=_size(max_file_size),
                        progress=_progress("parsing"))
     except errors as e:
@@ -295,17 +318,17 @@ def scan(
         else:
             _print_stops(run.stops)
         raise typer.Exit(0)
-    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=color)
-    if sarif and sarif_reporter is not None:
-        doc = sarif_reporter.render(report, ctx)
-        if sarif == "-":
-            typer.echo(doc + sarif_reporter.stdout_end, nl=False)
+    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=color, statistics=statistics)
+    for name, path in outputs:
+        extra_reporter = registry.get(name)
+        doc = extra_reporter.render(report, ctx)
+        if path == "-":
+            typer.echo(doc + extra_reporter.stdout_end, nl=False)
         else:
-            try:
-                atomic_write_text(sarif, doc)
-            except OSError as e:
-                _fail(_os_error(e, sarif, "pass a file path in a writable folder to --sarif"))
-    if sarif != "-":  # else SARIF is the document on stdout
+            _write(path, doc, f"--{name}-output")
+    if output is not None:
+        _write(output, reporter.render(report, ctx), "--output")
+    elif sarif != "-":  # else SARIF is the document on stdout
         typer.echo(reporter.render(report, ctx) + reporter.stdout_end, nl=False)
     if run.wrote_baseline:
         typer.echo(f"castfind: wrote {len(report.findings)} finding(s) to {run.wrote_baseline}", err=True)
@@ -315,6 +338,37 @@ def scan(
                    f"(first: {unsupported[0].path}); findings there may be missing — exit 2", err=True)
         raise typer.Exit(2)
     raise typer.Exit(exit_code(report.findings, run.fail_on))
+
+
+def _check_outputs(output: str | None, outputs: list[tuple[str, str]]) -> None:
+    """Every output file must be writable, and no two outputs may share a file (checked before the scan)."""
+    from castfind.fsutil import OutputPathError, check_output_file
+
+    seen: dict[str, str] = {}
+    for option, path in ([("--output", output)] if output is not None else []) + \
+            [(f"--{name}-output", path) for name, path in outputs]:
+        if path == "-":
+            if option != "--sarif-output":
+                _fail(f"{option} -: give a file path (the --format document is what goes to stdout)")
+            continue
+        try:
+            check_output_file(path, f"pass a file path in a writable folder to {option}")
+        except OutputPathError as e:
+            _fail(str(e))
+        key = os.path.abspath(path)
+        if key in seen:
+            _fail(f"{seen[key]} {path} {option} {path}: two outputs to one file — give each its own path")
+        seen[key] = option
+
+
+def _write(path: str, doc: str, option: str) -> None:
+    """Write one output document atomically; a failure is a one-line error (exit 2)."""
+    from castfind.fsutil import atomic_write_text
+
+    try:
+        atomic_write_text(path, doc)
+    except OSError as e:
+        _fail(_os_error(e, path, f"pass a file path in a writable folder to {option}"))
 
 
 def _check_explain_file(path: str, roots: list[str]) -> None:

@@ -18,16 +18,18 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from castfind.fsutil import OutputPathError, atomic_write_text, check_output_file
-from castfind.types import SEVERITY_RANK, Diagnostic, Finding
+from castfind.types import SEVERITY_RANK, Diagnostic, Finding, Severity
 
 __all__ = [
     "BASELINE_VERSION", "Baseline", "BaselineEntry", "BaselineError", "BaselineOutcome",
-    "SuppressionOutcome", "apply_baseline", "baseline_entries", "check_baseline_target", "exit_code", "fails",
+    "ANY_RULE", "RuleLike", "Suppression", "SuppressionOutcome", "apply_baseline", "baseline_entries",
+    "check_baseline_target", "exit_code", "fails",
     "filter_suppressed", "fingerprint", "load_baseline", "normalise_expr",
-    "occurrence_fingerprints", "rank", "suppressed", "write_baseline",
+    "occurrence_fingerprints", "rank", "silencers", "suppressed", "suppressions_in", "unused_suppressions",
+    "write_baseline",
 ]
 
 BASELINE_VERSION = 1
@@ -64,15 +66,27 @@ def rank(findings: Iterable[Finding]) -> list[Finding]:
 _IGNORE = re.compile(r"#\s*castfind:\s*ignore\b(?:\s*\[([^\]]*)\])?", re.IGNORECASE)
 
 
-def _ignores(line: str, finding: Finding) -> bool:
+#: Marks a bare ``# castfind: ignore`` as used (see :func:`silencers`).
+ANY_RULE = "*"
+
+
+def _silencing_codes(line: str, finding: Finding) -> list[str]:
+    """The codes on ``line``'s ignore comments that silence ``finding`` (:data:`ANY_RULE` for a bare one)."""
+    codes: list[str] = []
     for match in _IGNORE.finditer(line):
         listed = match.group(1)
         if listed is None:
-            return True
-        wanted = {part.strip().upper() for part in listed.split(",") if part.strip()}
-        if finding.rule.upper() in wanted or (finding.name and finding.name.upper() in wanted):
-            return True
-    return False
+            codes.append(ANY_RULE)
+            continue
+        for part in listed.split(","):
+            code = part.strip().upper()
+            if code and (code == finding.rule.upper() or (finding.name and code == finding.name.upper())):
+                codes.append(code)
+    return codes
+
+
+def _ignores(line: str, finding: Finding) -> bool:
+    return bool(_silencing_codes(line, finding))
 
 
 def suppressed(finding: Finding, source_lines: Sequence[str]) -> bool:
@@ -99,12 +113,31 @@ def suppressed(finding: Finding, source_lines: Sequence[str]) -> bool:
     return False
 
 
+def silencers(finding: Finding, source_lines: Sequence[str]) -> list[tuple[int, str]]:
+    """``(line, code)`` of every ignore comment that silences ``finding``, as :func:`suppressed`
+    reads them (code :data:`ANY_RULE` for a bare ``# castfind: ignore``); empty when none does."""
+    first = max(finding.line, 1)
+    last = max(finding.end_line, first)
+    found: list[tuple[int, str]] = []
+    for number in range(first, last + 1):
+        if number <= len(source_lines):
+            found += [(number, code) for code in _silencing_codes(source_lines[number - 1], finding)]
+    above = first - 1
+    if 1 <= above <= len(source_lines):
+        text = source_lines[above - 1]
+        if text.lstrip().startswith("#"):
+            found += [(above, code) for code in _silencing_codes(text, finding)]
+    return found
+
+
 class SuppressionOutcome(NamedTuple):
-    """Result of :func:`filter_suppressed`."""
+    """Result of :func:`filter_suppressed`. ``used`` holds ``(root, path, line, code)`` of each
+    ignore comment code that silenced a finding (:func:`unused_suppressions` reads it)."""
 
     kept: list[Finding]
     suppressed: int
     diagnostics: list[Diagnostic]
+    used: frozenset[tuple[str, str, int, str]] = frozenset()
 
 
 def filter_suppressed(
@@ -120,6 +153,7 @@ def filter_suppressed(
     cache: dict[tuple[str, str], Sequence[str] | None] = {}
     kept: list[Finding] = []
     diagnostics: list[Diagnostic] = []
+    used: set[tuple[str, str, int, str]] = set()
     hidden = 0
     for f in findings:
         key = (f.root, f.path)
@@ -132,11 +166,80 @@ def filter_suppressed(
                     Diagnostic(f.path, 0, f"cannot read file to check suppressions: {exc}", kind="read-error")
                 )
         lines = cache[key]
-        if lines is not None and suppressed(f, lines):
+        by = silencers(f, lines) if lines is not None else []
+        if by:
             hidden += 1
+            used.update((f.root, f.path, line, code) for line, code in by)
         else:
             kept.append(f)
-    return SuppressionOutcome(kept, hidden, diagnostics)
+    return SuppressionOutcome(kept, hidden, diagnostics, frozenset(used))
+
+
+class RuleLike(Protocol):
+    """What :func:`unused_suppressions` needs of its rule (:data:`castfind.rules.UNUSED_SUPPRESSION`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def severity(self) -> Severity: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def fix(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    """One ``# castfind: ignore`` comment: where it is and the codes it lists (empty: bare, every rule)."""
+
+    line: int
+    column: int  # 1-based, of the ``#``
+    text: str
+    codes: tuple[str, ...]
+
+
+def suppressions_in(text: str) -> list[Suppression]:
+    """The ignore comments of a Python source: real comments only (``tokenize``), never text inside
+    a string. A file that does not tokenise has none (it was reported when it was scanned)."""
+    if not _IGNORE.search(text):
+        return []
+    found: list[Suppression] = []
+    try:
+        # newline=None: universal newlines, so a CR-only file has its lines too.
+        for tok in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+            if tok.type != tokenize.COMMENT:
+                continue
+            for match in _IGNORE.finditer(tok.string):
+                listed = match.group(1)
+                codes = () if listed is None else tuple(c.strip().upper() for c in listed.split(",") if c.strip())
+                found.append(Suppression(tok.start[0], tok.start[1] + match.start() + 1, match.group(0), codes))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return found
+    return found
+
+
+def unused_suppressions(root: str, path: str, module: str, comments: Iterable[Suppression],
+                        used: frozenset[tuple[str, str, int, str]], rule: RuleLike) -> list[Finding]:
+    """A finding of ``rule`` (CF001) for each comment of ``root``/``path`` that silenced nothing, or
+    that lists codes that silenced nothing (named in the message), as ruff's RUF100 does."""
+    out: list[Finding] = []
+    for c in comments:
+        if not c.codes:
+            if (root, path, c.line, ANY_RULE) in used:
+                continue
+            what = "suppresses nothing"
+        else:
+            idle = [code for code in c.codes if (root, path, c.line, code) not in used]
+            if not idle:
+                continue
+            what = (f"{', '.join(idle)} suppresses nothing here" if len(idle) == len(c.codes)
+                    else f"{', '.join(idle)} of [{', '.join(c.codes)}] suppresses nothing here")
+        message = rule.message.format(comment=c.text, what=what)
+        out.append(Finding(rule.id, rule.name, rule.severity, root, path, c.line, c.line, c.column, "", c.text,
+                           message, fix=rule.fix, module=module))
+    return out
 
 
 # --------------------------------------------------------------------------- fingerprints

@@ -16,7 +16,6 @@ from typing import Any
 
 import yaml
 
-from castfind import __version__
 from castfind.fsutil import atomic_write_text
 
 __all__ = ["PRECOMMIT_SNIPPET", "STARTER_SECTION", "init"]
@@ -36,12 +35,17 @@ fail-on = "error"                           # error | warning | info
 # baseline = "castfind-baseline.json"       # made by: castfind scan --write-baseline
 """
 
+# castfind publishes no release tags, so the hook runs the castfind installed where git commits run
+# (pip install castfind's source); a team with its own copy of the repository may point `repo:` at it.
 PRECOMMIT_SNIPPET = f"""\
 repos:
-  - repo: https://github.com/castfind/castfind
-    rev: v{__version__}
+  - repo: local
     hooks:
       - id: {HOOK_ID}
+        name: castfind (whole-buffer dtype casts on hot paths)
+        entry: castfind scan --only
+        language: system
+        types: [python]
 """
 
 

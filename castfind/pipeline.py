@@ -17,18 +17,22 @@ of them, or hand one a record it built itself.
 from __future__ import annotations
 
 import os
+import re
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from castfind import findings as fnd
+from castfind import gitref, sourcetext
 from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
 from castfind.fsutil import OutputPathError, ensure_folder
+from castfind.gitref import RootAtRef
 from castfind.index import Index, ProgressFn
 from castfind.report import ScanReport, SourceCache
-from castfind.rules import MEASURED_CAST, Rule, RuleSet, load_rules
+from castfind.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleSet, load_rules
 from castfind.types import Diagnostic, Finding
 
 if TYPE_CHECKING:
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IndexOptions", "RunOutput", "ScanPlan", "ScanRequest", "ScanRun",
-    "open_index", "plan", "post", "report_rules", "run", "save_memo",
+    "findings_at_ref", "open_index", "plan", "post", "report_rules", "run", "save_memo",
 ]
 
 
@@ -76,6 +80,8 @@ class ScanRequest:
     explain: bool = False
     stops: bool = False
     exclude: tuple[str, ...] = ()
+    warn_unused_ignores: bool = True
+    baseline_commit: str | None = None
     index: IndexOptions = field(default_factory=IndexOptions)
 
 
@@ -101,6 +107,13 @@ class ScanPlan:
     memo_key: str | None = None
     #: The outcome of an earlier run of this configuration on this very tree (``run`` returns it).
     carried: RunOutput | None = None
+    #: The carried results as loaded (before this run), for the scan at ``--baseline-commit`` (not decoded twice).
+    memo_seed: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    warn_unused_ignores: bool = True
+    #: ``--baseline-commit``: each root's repository and the commit REF names (checked in :func:`plan`).
+    baseline_commit: tuple[RootAtRef, ...] = ()
+    baseline_ref: str | None = None
+    index_options: IndexOptions = field(default_factory=IndexOptions)
 
 
 @dataclass(frozen=True)
@@ -203,11 +216,12 @@ def plan(request: ScanRequest) -> ScanPlan:
         ruleset = ruleset.with_entry_points(tuple(cfg.entry_points))
     if request.only:
         _check_only_files(request.paths, roots)
+    at_ref = gitref.resolve(roots, request.baseline_commit) if request.baseline_commit is not None else ()
     opts = request.index
     index = open_index(list(roots), exclude=tuple(cfg.exclude), cache_dir=opts.cache_dir, use_cache=opts.use_cache,
                        jobs=opts.jobs, follow_installed=opts.follow_installed, max_file_size=opts.max_file_size,
                        progress=opts.progress)
-    memo, memo_key, carried_out = None, None, None
+    memo, memo_key, memo_seed, carried_out = None, None, None, None
     if index.cache is not None and request.demand and not request.explain:
         from castfind import memo as carried
 
@@ -216,12 +230,15 @@ def plan(request: ScanRequest) -> ScanPlan:
         if _whole_outcome(request, opts):
             carried_out = _carried_outcome(index, memo_key)
         if carried_out is None:
-            memo = carried.Memo(index, carried.loads(index.cache.get_memo(memo_key)))
+            memo_seed = carried.loads(index.cache.get_memo(memo_key))
+            memo = carried.Memo(index, memo_seed)
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
         demand=request.demand, explain=request.explain, stops=request.stops, traces=request.traces,
-        write_baseline=request.write_baseline, memo=memo, memo_key=memo_key, carried=carried_out,
+        write_baseline=request.write_baseline, memo=memo, memo_key=memo_key, memo_seed=memo_seed, carried=carried_out,
+        warn_unused_ignores=request.warn_unused_ignores, baseline_commit=at_ref, baseline_ref=request.baseline_commit,
+        index_options=opts,
     )
 
 
@@ -327,16 +344,20 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
 # --------------------------------------------------------------------------- post
 
 
-def post(scan_plan: ScanPlan, out: RunOutput) -> ScanRun:
-    """Findings as reported: traces joined, suppressions and the baseline applied, ranked once.
+def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = None) -> ScanRun:
+    """Findings as reported: traces joined, suppressions applied (and those that silenced nothing
+    reported, CF001), the baseline applied, the findings ``known`` at the baseline commit taken
+    away (:func:`findings_at_ref`), ranked once.
 
-    Reads the trace files and the flagged source files; writes the baseline file when the plan
+    Reads the trace files and the source files; writes the baseline file when the plan
     asks for one (then no baseline is applied: what was just recorded would hide everything).
     Raises TraceError or BaselineError.
     """
     found = _join_traces(list(out.findings), out.modules, scan_plan.traces, scan_plan.roots)
     sup = fnd.filter_suppressed(found, SourceCache().lines)
     kept = list(sup.kept)
+    if scan_plan.warn_unused_ignores:
+        kept += _unused_suppressions(scan_plan, sup.used)
     diags = [*out.diagnostics, *sup.diagnostics]
     cache = scan_plan.index.cache
     if cache is not None:
@@ -351,9 +372,70 @@ def post(scan_plan: ScanPlan, out: RunOutput) -> ScanRun:
         outcome = fnd.apply_baseline(kept, fnd.load_baseline(scan_plan.config.baseline))
         kept, hidden, fixed = list(outcome.kept), outcome.hidden, tuple(outcome.fixed)
     stats = dict(out.stats, suppressed=sup.suppressed, baseline_hidden=hidden, roots=list(scan_plan.roots))
+    if known is not None:
+        outcome = fnd.apply_baseline(kept, fnd.Baseline(fnd.baseline_entries(known)))
+        kept = list(outcome.kept)
+        stats["baseline_commit"] = {"ref": scan_plan.baseline_ref,
+                                    "commits": sorted({at.commit for at in scan_plan.baseline_commit}),
+                                    "hidden": outcome.hidden, "fixed": sum(e.count for e in outcome.fixed)}
     report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
-    return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset), out.explanations, wrote,
-                   out.stops)
+    return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.warn_unused_ignores),
+                   out.explanations, wrote, out.stops)
+
+
+_IGNORE_TEXT = re.compile(rb"castfind:\s*ignore", re.IGNORECASE)
+
+
+def _unused_suppressions(scan_plan: ScanPlan, used: frozenset[tuple[str, str, int, str]]) -> list[Finding]:
+    """CF001 for every ignore comment in the scanned roots (``--only``: in those files) that silenced nothing."""
+    roots = set(scan_plan.roots)
+    out: list[Finding] = []
+    for sf in scan_plan.index.files:
+        if sf.root not in roots or (scan_plan.only is not None and sf.abspath not in scan_plan.only):
+            continue
+        data = scan_plan.index.data(sf)
+        if not _IGNORE_TEXT.search(data):
+            continue
+        try:
+            text = sourcetext.decode(data)
+        except (SyntaxError, UnicodeError):  # reported as a parse error when the file was scanned
+            continue
+        out += fnd.unused_suppressions(sf.root, sf.path, sf.module, fnd.suppressions_in(text), used,
+                                       UNUSED_SUPPRESSION)
+    return out
+
+
+def findings_at_ref(scan_plan: ScanPlan) -> tuple[Finding, ...]:
+    """``--baseline-commit``: the findings (after suppression, before any baseline file) of the roots
+    as they were at the plan's commit, read from git's objects into a scratch folder and scanned
+    with the plan's rules, options, facts cache and carried results (which are not updated)."""
+    if not scan_plan.baseline_commit:
+        return ()
+    cache = scan_plan.index.cache
+    if cache is not None:  # exported once per commit and kept beside the facts (gitref.exported)
+        return _scan_at_ref(scan_plan, gitref.exported(scan_plan.baseline_commit, cache.directory / "refs"))
+    with tempfile.TemporaryDirectory(prefix="castfind-ref-") as scratch:
+        return _scan_at_ref(scan_plan, gitref.export_roots(scan_plan.baseline_commit, scratch))
+
+
+def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, ...]:
+    """The plan's scan over ``roots`` (REF's tree): its findings after suppression and CF001."""
+    opts = scan_plan.index_options
+    index = open_index(list(roots), exclude=tuple(scan_plan.config.exclude), cache_dir=opts.cache_dir,
+                       use_cache=opts.use_cache, jobs=opts.jobs, follow_installed=opts.follow_installed,
+                       max_file_size=opts.max_file_size)
+    memo = None
+    if index.cache is not None and scan_plan.memo_key is not None:
+        from castfind import memo as carried
+
+        seed = scan_plan.memo_seed
+        if seed is None and scan_plan.carried is not None:  # the work tree's outcome was carried: steps not loaded yet
+            seed = carried.loads(index.cache.get_memo(scan_plan.memo_key))
+        memo = carried.Memo(index, seed)  # not saved: the carried results stay the work tree's
+    config = replace(scan_plan.config, roots=tuple(Path(r) for r in roots), baseline=None)
+    at_ref = replace(scan_plan, config=config, roots=roots, index=index, only=None, explain=False, stops=False,
+                     traces=(), write_baseline=None, memo=memo, baseline_commit=(), carried=None)
+    return post(at_ref, run(at_ref)).report.findings
 
 
 def _join_traces(found: list[Finding], modules: Mapping[str, str], traces: Sequence[str],
@@ -373,8 +455,9 @@ def _join_traces(found: list[Finding], modules: Mapping[str, str], traces: Seque
     return join(found, sites, dict(modules), roots=list(roots))
 
 
-def report_rules(ruleset: RuleSet) -> tuple[Rule, ...]:
-    """The rules a report describes: the rule set's, and CF900 unless a rule file claims its id."""
-    if any(r.id == MEASURED_CAST.id for r in ruleset.rules):
-        return tuple(ruleset.rules)
-    return (*ruleset.rules, MEASURED_CAST)
+def report_rules(ruleset: RuleSet, unused_ignores: bool = False) -> tuple[Rule, ...]:
+    """The rules a report describes: the rule set's, and CF900 (and with ``unused_ignores``, CF001)
+    unless a rule file claims its id."""
+    ids = {r.id for r in ruleset.rules}
+    extra = [MEASURED_CAST] + ([UNUSED_SUPPRESSION] if unused_ignores else [])
+    return (*ruleset.rules, *(r for r in extra if r.id not in ids))

@@ -885,6 +885,11 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
 #: CF900, the one rule without a rule file: :mod:`castfind.runtime.join` reports a cast measured at run time
 #: that no rule flagged under it, and reporters describe it from here. Its severity is the default a rule
 #: list shows; each CF900 finding is graded by the bytes it moved (``castfind.runtime.join.severity_for``).
+#: CF001, reported after suppression (``castfind.pipeline.post``): a ``# castfind: ignore`` comment
+#: that silenced no finding, as ruff's RUF100. Its message is filled with the comment and what is idle.
+UNUSED_SUPPRESSION = Rule("CF001", "unused-suppression", "warning", "{comment}: {what}", (), (), None, None,
+                          "Remove the comment, or the rule ids in it that no longer match a finding on its line.",
+                          "", "", "castfind.rules", 0)
 MEASURED_CAST = Rule("CF900", "measured-cast-without-rule", "warning",
                      "a cast measured at run time that no rule flagged", (), (), None, None,
                      "Check whether this cast must run on every step.", "", "", "castfind.rules", 0)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from castfind import __version__
 from castfind.config import Config, load_config
 from castfind.init import PRECOMMIT_SNIPPET, STARTER_SECTION, init
 from tests.support import run_castfind
@@ -26,8 +25,9 @@ def test_fresh_folder_gets_both_files_and_second_run_changes_nothing(tmp_path: P
     ]
     assert (tmp_path / "pyproject.toml").read_text() == STARTER_SECTION
     hooks = yaml.safe_load((tmp_path / ".pre-commit-config.yaml").read_text())
-    assert hooks == {"repos": [{"repo": "https://github.com/castfind/castfind", "rev": f"v{__version__}",
-                                "hooks": [{"id": "castfind"}]}]}
+    assert hooks == {"repos": [{"repo": "local", "hooks": [
+        {"id": "castfind", "name": "castfind (whole-buffer dtype casts on hot paths)", "entry": "castfind scan --only",
+         "language": "system", "types": ["python"]}]}]}
     # The starter section is valid config with the defaults spelt out.
     assert load_config(tmp_path) == Config(roots=(tmp_path / ".",), source=tmp_path / "pyproject.toml")
 
@@ -85,7 +85,7 @@ def test_existing_precommit_without_hook_is_not_rewritten(tmp_path: Path) -> Non
         "left .pre-commit-config.yaml unchanged (castfind never rewrites it); add this entry under repos:",
         *PRECOMMIT_SNIPPET.splitlines()[1:],
     ]
-    assert lines[2] == "  - repo: https://github.com/castfind/castfind"
+    assert lines[2] == "  - repo: local"
     assert (tmp_path / ".pre-commit-config.yaml").read_text() == theirs
     # Same answer the second time, same bytes on disk.
     assert init(tmp_path)[1:] == lines[1:]
@@ -103,7 +103,7 @@ def test_unreadable_or_odd_precommit_is_left_alone(tmp_path: Path, content: str)
     (tmp_path / ".pre-commit-config.yaml").write_text(content)
     lines = init(tmp_path)
     assert lines[1].startswith("left .pre-commit-config.yaml unchanged")
-    assert "  - repo: https://github.com/castfind/castfind" in lines
+    assert "  - repo: local" in lines
     assert (tmp_path / ".pre-commit-config.yaml").read_text() == content
 
 

@@ -40,7 +40,8 @@ def fork(tmp_path_factory) -> tuple[Path, Path, dict]:
     hook_repo = base / "castfind-src"
     # pre-commit installs the hook from a git repo at a revision: snapshot this tree (committed or not).
     shutil.copytree(REPO, hook_repo, ignore=shutil.ignore_patterns(".git", ".venv*", ".corpus", "__pycache__",
-                                                                   "*.egg-info", "build", ".pytest_cache"))
+                                                                   "*.egg-info", "build", ".pytest_cache",
+                                                                   "node_modules"))
     _git(hook_repo, "init", "-q")
     _git(hook_repo, "add", "-A")
     _git(hook_repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "snapshot")

@@ -36,9 +36,9 @@ def with_toy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_builtin_formats() -> None:
-    assert list(registry.REPORTERS) == ["text", "json", "sarif"]
+    assert list(registry.REPORTERS) == ["text", "json", "sarif", "github", "gitlab", "junit", "markdown"]
     assert registry.DEFAULT_FORMAT == "text"
-    with pytest.raises(registry.UnknownFormat, match="expected one of text, json, sarif"):
+    with pytest.raises(registry.UnknownFormat, match="expected one of text, json, sarif, github, gitlab, junit, markdown$"):
         registry.get("yaml")
 
 
@@ -54,7 +54,7 @@ def test_builtin_reporters_match_their_own_render(scanned: api.ScanRun) -> None:
 def test_sarif_describes_rules_from_rule_objects_cf900_included(scanned: api.ScanRun) -> None:
     doc = json.loads(registry.get("sarif").render(scanned.report, ReportContext(rules=scanned.rules)))
     rules = {r["id"]: r for r in doc["runs"][0]["tool"]["driver"]["rules"]}
-    assert set(rules) == {r.id for r in load_rules().rules} | {"CF900"}
+    assert set(rules) == {r.id for r in load_rules().rules} | {"CF900", "CF001"}  # CF001: unused ignore comments
     assert rules["CF900"]["name"] == MEASURED_CAST.name
     assert rules["CF900"]["defaultConfiguration"] == {"level": "warning"}
     assert rules["CF900"]["help"]["text"] == MEASURED_CAST.fix
@@ -79,7 +79,7 @@ def test_the_cli_renders_a_registered_format() -> None:
     assert r.exit_code == 1, r.output  # the fixture's CF101 errors
     lines = r.stdout.splitlines()
     assert lines[0] == "CF101 minisrv/backend.py:14"
-    assert lines[-1] == f"{len(load_rules().rules) + 1} rules"  # the rule set's and CF900
+    assert lines[-1] == f"{len(load_rules().rules) + 2} rules"  # the rule set's, CF900 and CF001
 
 
 @pytest.mark.usefixtures("with_toy")
@@ -93,7 +93,8 @@ def test_the_api_renders_a_registered_format(scanned: api.ScanRun) -> None:
 def test_an_unknown_format_is_a_usage_error_listing_the_registry() -> None:
     r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--format", "yaml"])
     assert r.exit_code == 2
-    assert r.stderr == "castfind: --format yaml: unknown format; expected one of text, json, sarif, toy\n"
+    assert r.stderr == ("castfind: --format yaml: unknown format; expected one of text, json, sarif, github, gitlab, "
+                        "junit, markdown, toy\n")
     assert r.stdout == ""
 
 

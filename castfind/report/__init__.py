@@ -9,6 +9,7 @@ what that format uses. They build on ``Finding.to_dict()`` / ``Diagnostic.to_dic
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,8 @@ from castfind import sourcetext
 from castfind.findings import BaselineEntry
 from castfind.types import Diagnostic, Finding
 
-__all__ = ["Render", "ReportContext", "RuleDescription", "RuleInfo", "ScanReport", "SourceCache", "SourceLine"]
+__all__ = ["Render", "ReportContext", "RuleCount", "RuleDescription", "RuleInfo", "ScanReport", "SourceCache", "SourceLine",
+           "Statistics", "display_path"]
 
 #: ``source_line(root, path, line)`` -> the text of that line, or ``None`` when unknown.
 SourceLine = Callable[[str, str, int], "str | None"]
@@ -65,11 +67,15 @@ class ReportContext:
     ``rules`` are every rule the scan ran with (CF900 included), so a format that lists rules
     (SARIF) knows those that found nothing. ``source_line`` shows the flagged line (``None``:
     not shown). ``color``: ANSI colour, decided by the caller (tty, ``NO_COLOR``).
+    ``statistics``: formats that can add :meth:`ScanReport.statistics` do.
     """
 
     rules: tuple[RuleInfo, ...] = ()
     source_line: SourceLine | None = None
     color: bool = False
+    #: ``--statistics``: counts per rule and severity and the top files (text: instead of the
+    #: findings, as ruff's ``--statistics``; JSON: ``stats["statistics"]``, next to the findings).
+    statistics: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +100,63 @@ class ScanReport:
         for f in self.findings:
             counts[f.severity] = counts.get(f.severity, 0) + 1
         return counts
+
+    def statistics(self, top: int = 10) -> Statistics:
+        """``--statistics``: findings per rule (with its severity) and the ``top`` files with most findings."""
+        rules: dict[tuple[str, str, str], int] = {}
+        files: dict[str, int] = {}
+        for f in self.findings:
+            key = (f.rule, f.name, f.severity)
+            rules[key] = rules.get(key, 0) + 1
+            where = display_path(f.root, f.path)
+            files[where] = files.get(where, 0) + 1
+        by_rule = tuple(RuleCount(rule, name, sev, n)
+                        for (rule, name, sev), n in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0])))
+        by_file = tuple(sorted(files.items(), key=lambda kv: (-kv[1], kv[0]))[:max(top, 0)])
+        return Statistics(by_rule, self.severity_counts(), by_file)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCount:
+    """One row of :class:`Statistics`: a rule and how many findings it has."""
+
+    rule: str
+    name: str
+    severity: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """Counts per rule (most first), per severity, and the files with most findings (most first)."""
+
+    rules: tuple[RuleCount, ...]
+    severities: Mapping[str, int]
+    files: tuple[tuple[str, int], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``stats["statistics"]``)."""
+        return {
+            "rules": [{"rule": r.rule, "name": r.name, "severity": r.severity, "count": r.count} for r in self.rules],
+            "severities": dict(self.severities),
+            "files": [{"path": path, "count": n} for path, n in self.files],
+        }
+
+
+def display_path(root: str, path: str) -> str:
+    """A finding's file as a user, or a CI system reading paths relative to the checkout, names it:
+    ``root/path``, relative to the current folder when it lies under it, with forward slashes."""
+    if not root:
+        return path.replace("\\", "/")
+    joined = os.path.normpath(os.path.join(root, path))
+    if os.path.isabs(joined):
+        try:
+            rel = os.path.relpath(joined)
+        except ValueError:  # another drive (Windows)
+            rel = joined
+        if not rel.startswith(".."):
+            joined = rel
+    return joined.replace("\\", "/")
 
 
 #: The one signature of a reporter: the report and its context in, the whole document out.

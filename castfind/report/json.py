@@ -15,9 +15,12 @@ from castfind.report import ReportContext, ScanReport
 __all__ = ["render", "render_report", "to_dict"]
 
 
-def to_dict(report: ScanReport) -> dict[str, Any]:
-    """The report as plain JSON-ready data, built from each record's ``to_dict()``."""
+def to_dict(report: ScanReport, *, statistics: bool = False) -> dict[str, Any]:
+    """The report as plain JSON-ready data, built from each record's ``to_dict()``;
+    ``statistics`` adds ``stats["statistics"]`` (:meth:`ScanReport.statistics`)."""
     stats = dict(report.stats)
+    if statistics:
+        stats["statistics"] = report.statistics().to_dict()
     if report.fixed:
         stats["baseline_fixed"] = [entry.to_dict() for entry in report.fixed]
     return {
@@ -27,15 +30,15 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
     }
 
 
-def render(report: ScanReport, *, indent: int | None = 2) -> str:
+def render(report: ScanReport, *, indent: int | None = 2, statistics: bool = False) -> str:
     """The report as a JSON document ending with a newline.
 
     Values in ``stats`` that JSON cannot hold (a ``Path``, say) are written as strings
     rather than failing the whole report.
     """
-    return json.dumps(to_dict(report), indent=indent, ensure_ascii=False, default=str) + "\n"
+    return json.dumps(to_dict(report, statistics=statistics), indent=indent, ensure_ascii=False, default=str) + "\n"
 
 
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
-    """:func:`render` in the registry's signature; JSON uses nothing from the context."""
-    return render(report)
+    """:func:`render` in the registry's signature; JSON uses only ``ctx.statistics``."""
+    return render(report, statistics=ctx.statistics)

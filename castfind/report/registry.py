@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from castfind.report import Render, json, sarif, text
+from castfind.report import Render, github, gitlab, json, junit, markdown, sarif, text
 
 __all__ = ["DEFAULT_FORMAT", "REPORTERS", "BuiltinFormat", "Reporter", "UnknownFormat", "get", "register"]
 
 #: The formats castfind ships; :data:`REPORTERS` may hold more (see :func:`register`).
-BuiltinFormat = Literal["text", "json", "sarif"]
+BuiltinFormat = Literal["text", "json", "sarif", "github", "gitlab", "junit", "markdown"]
 DEFAULT_FORMAT: BuiltinFormat = "text"
 
 
@@ -37,6 +37,10 @@ REPORTERS: dict[str, Reporter] = {
     "text": Reporter(text.render_report),
     "json": Reporter(json.render_report, stdout_end="\n"),
     "sarif": Reporter(sarif.render_report, stdout_end="\n"),
+    "github": Reporter(github.render_report),
+    "gitlab": Reporter(gitlab.render_report),
+    "junit": Reporter(junit.render_report),
+    "markdown": Reporter(markdown.render_report),
 }
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from castfind.report import ReportContext, ScanReport, SourceLine
+from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
 from castfind.types import Finding, Runtime
 
-__all__ = ["format_bytes", "format_finding", "format_runtime", "render", "render_report", "summary"]
+__all__ = ["format_bytes", "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary"]
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
@@ -100,6 +100,9 @@ def summary(report: ScanReport) -> str:
     hidden = report.stats.get("baseline_hidden")
     if isinstance(hidden, int) and hidden:
         notes.append(f"{hidden} hidden by baseline")
+    at_ref = report.stats.get("baseline_commit")
+    if isinstance(at_ref, dict) and at_ref.get("hidden"):
+        notes.append(f"{at_ref['hidden']} already at {at_ref.get('ref')}")
     if notes:
         text += f" ({', '.join(notes)})"
     return text
@@ -116,17 +119,34 @@ def _fixed_lines(report: ScanReport) -> Iterable[str]:
         yield f"{_INDENT}{e.rule} {where}: {e.expr}{times}"
 
 
-def render(report: ScanReport, source_line: SourceLine | None = None, *, color: bool = False) -> str:
+def format_statistics(stats: Statistics) -> list[str]:
+    """``--statistics``: a count per rule, then the files with most findings."""
+    if not stats.rules:
+        return ["no findings"]
+    out = [f"{'count':>6}  {'rule':<6} {'severity':<8} name"]
+    out += [f"{r.count:>6}  {r.rule:<6} {r.severity:<8} {r.name}" for r in stats.rules]
+    out += ["", f"{'count':>6}  top files"]
+    out += [f"{n:>6}  {path}" for path, n in stats.files]
+    return out
+
+
+def render(report: ScanReport, source_line: SourceLine | None = None, *, color: bool = False,
+           statistics: bool = False) -> str:
     """The whole text report, ending with a newline.
 
     ``source_line(root, path, line)`` supplies the source shown under each finding
     (``castfind.report.SourceCache().line`` reads it from disk); ``None`` omits it. ANSI
     colour is used only when ``color`` is true: the CLI decides (tty, ``NO_COLOR``).
+    ``statistics``: counts per rule and the top files instead of one block per finding.
     """
     out: list[str] = []
-    for f in report.findings:
-        out.extend(format_finding(f, source_line, color=color))
+    if statistics:
+        out.extend(format_statistics(report.statistics()))
         out.append("")
+    else:
+        for f in report.findings:
+            out.extend(format_finding(f, source_line, color=color))
+            out.append("")
     if report.diagnostics:
         out.extend(str(d) for d in report.diagnostics)
         out.append("")
@@ -140,4 +160,4 @@ def render(report: ScanReport, source_line: SourceLine | None = None, *, color: 
 
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
     """:func:`render` in the registry's signature: the context's source lines and colour."""
-    return render(report, ctx.source_line, color=ctx.color)
+    return render(report, ctx.source_line, color=ctx.color, statistics=ctx.statistics)
