@@ -6,7 +6,8 @@
 * **run** is the engine, :func:`castfind.scan.scan`, unchanged; its outcome is frozen into
   a :class:`RunOutput` so nothing downstream can alter what the engine found.
 * **post** turns raw findings into what is reported: runtime traces joined, inline
-  suppressions applied, the baseline written or applied, and the findings ranked once
+  suppressions applied, findings outside the report scope (tests, benchmarks: :mod:`castfind.scope`)
+  set aside and counted, the baseline written or applied, and the findings ranked once
   (:class:`ScanRun`, holding the :class:`~castfind.report.ScanReport`).
 
 :func:`castfind.api.scan` is these three plus :func:`save_memo`. Each phase takes the
@@ -25,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 from castfind import findings as fnd
 from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
+from castfind.discover import Package, package_roots
 from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.index import Index, ProgressFn
 from castfind.report import ScanReport, SourceCache
 from castfind.rules import MEASURED_CAST, Rule, RuleSet, load_rules
+from castfind.scope import in_scope
 from castfind.types import Diagnostic, Finding
 
 if TYPE_CHECKING:
@@ -76,6 +79,7 @@ class ScanRequest:
     explain: bool = False
     stops: bool = False
     exclude: tuple[str, ...] = ()
+    include_tests: bool = False
     index: IndexOptions = field(default_factory=IndexOptions)
 
 
@@ -84,7 +88,9 @@ class ScanPlan:
     """Everything settled before parsing: the merged configuration, the roots actually scanned,
     the rule set, the opened index and the carried results (``memo``, under ``memo_key``).
 
-    ``only`` holds the absolute paths to report on (``None``: every file).
+    ``only`` holds the absolute paths to report on (``None``: every file). ``report_exclude``: the
+    scope patterns whose findings post sets aside (empty with ``--include-tests``); ``packages``: the
+    top-level packages discovered under the roots (what the CLI announces).
     """
 
     config: Config
@@ -99,6 +105,8 @@ class ScanPlan:
     write_baseline: str | None = None
     memo: Memo | None = None
     memo_key: str | None = None
+    report_exclude: tuple[str, ...] = ()
+    packages: tuple[Package, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,8 @@ class RunOutput:
 class ScanRun:
     """A finished scan: the report to render, the fail-on level, the rules it ran with (CF900
     included, for reporters that list rules), ``--explain``'s records per cast, the baseline file
-    written, if one was, and the ``--stops`` table (None when not asked)."""
+    written, if one was, the ``--stops`` table (None when not asked) and the top-level packages
+    found under the roots."""
 
     report: ScanReport
     fail_on: str
@@ -136,6 +145,7 @@ class ScanRun:
     explanations: Mapping[tuple[str, int, int], Explanation]
     wrote_baseline: str | None = None
     stops: StopTable | None = None
+    packages: tuple[Package, ...] = ()
 
 
 # --------------------------------------------------------------------------- plan
@@ -212,11 +222,14 @@ def plan(request: ScanRequest) -> ScanPlan:
         # Roots by name, not by absolute path: a moved or re-cloned checkout replays the same results.
         memo_key = carried.config_key(sorted(Path(r).resolve().name for r in roots), tuple(cfg.exclude), ruleset)
         memo = carried.Memo(index, carried.loads(index.cache.get_memo(memo_key)))
+    # The report scope is not part of the memo key: the engine finds the same casts either way.
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
         demand=request.demand, explain=request.explain, stops=request.stops, traces=request.traces,
         write_baseline=request.write_baseline, memo=memo, memo_key=memo_key,
+        report_exclude=() if request.include_tests else tuple(cfg.report_exclude),
+        packages=package_roots(index.files, tuple(cfg.report_exclude)),
     )
 
 
@@ -272,7 +285,8 @@ def save_memo(scan_plan: ScanPlan) -> None:
 
 
 def post(scan_plan: ScanPlan, out: RunOutput) -> ScanRun:
-    """Findings as reported: traces joined, suppressions and the baseline applied, ranked once.
+    """Findings as reported: traces joined, suppressions applied, findings outside the report
+    scope set aside (counted in ``stats["out_of_scope"]``), the baseline applied, ranked once.
 
     Reads the trace files and the flagged source files; writes the baseline file when the plan
     asks for one (then no baseline is applied: what was just recorded would hide everything).
@@ -280,7 +294,7 @@ def post(scan_plan: ScanPlan, out: RunOutput) -> ScanRun:
     """
     found = _join_traces(list(out.findings), out.modules, scan_plan.traces, scan_plan.roots)
     sup = fnd.filter_suppressed(found, SourceCache().lines)
-    kept = list(sup.kept)
+    kept, out_of_scope = _split_scope(sup.kept, scan_plan.report_exclude)
     diags = [*out.diagnostics, *sup.diagnostics]
     cache = scan_plan.index.cache
     if cache is not None:
@@ -294,10 +308,22 @@ def post(scan_plan: ScanPlan, out: RunOutput) -> ScanRun:
     if scan_plan.config.baseline is not None and not scan_plan.write_baseline:
         outcome = fnd.apply_baseline(kept, fnd.load_baseline(scan_plan.config.baseline))
         kept, hidden, fixed = list(outcome.kept), outcome.hidden, tuple(outcome.fixed)
-    stats = dict(out.stats, suppressed=sup.suppressed, baseline_hidden=hidden, roots=list(scan_plan.roots))
+    stats = dict(out.stats, suppressed=sup.suppressed, baseline_hidden=hidden, out_of_scope=out_of_scope,
+                 roots=list(scan_plan.roots), packages=[p.to_dict() for p in scan_plan.packages])
     report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset), out.explanations, wrote,
-                   out.stops)
+                   out.stops, scan_plan.packages)
+
+
+def _split_scope(found: Sequence[Finding], report_exclude: tuple[str, ...]) -> tuple[list[Finding], int]:
+    """The findings in production code, and how many were set aside as outside the report scope.
+
+    A finding measured outside every root (a CF900 with no root) has no path to judge: it is kept.
+    """
+    if not report_exclude:
+        return list(found), 0
+    kept = [f for f in found if not f.root or in_scope(f.path, report_exclude)]
+    return kept, len(found) - len(kept)
 
 
 def _join_traces(found: list[Finding], modules: Mapping[str, str], traces: Sequence[str],
