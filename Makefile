@@ -26,7 +26,8 @@ demo: install
 	$(VENV)/bin/castfind where kernel_fused_moe --root fixtures/where --no-cache
 	$(VENV)/bin/castfind scan fixtures/scan --no-cache || test $$? -eq 1
 
-## corpus: download and unpack the sglang and flashinfer wheels (git-ignored .corpus/)
+## corpus: download and unpack the sglang and flashinfer wheels, and build .corpus/checkout (sglang, sgl-kernel's
+## Python files, fixtures/checkout_corpus's test/ and benchmark/) (git-ignored .corpus/)
 corpus: install
 	$(VPY) scripts/fetch_corpus.py $(CORPUS)
 

@@ -3,13 +3,15 @@
 
 Runs, on ``CORPUS/sglang`` and ``CORPUS/flashinfer`` together: a ``grep -rn`` for cast calls,
 semgrep OSS with the same plain rule (``benchmarks/semgrep_casts.yaml``), and castfind
-``scan`` (cold cache, warm cache, warm after editing one file) and ``where`` (cold, warm).
+``scan`` (cold cache, warm cache, warm after editing one file) and ``where`` (cold, warm); and
+``castfind scan CHECKOUT`` (cold, warm) on the checkout-shaped tree ``CORPUS/checkout`` (sglang under
+``python/``, sgl-kernel under ``sgl-kernel/python/``, a ``test/`` and a ``benchmark/``).
 Every command is timed as a child process: wall seconds (median of ``--repeat`` runs),
 peak RSS from ``os.wait4`` (the largest single process of its tree) and a sampled sum of
 RSS over the whole process tree. Findings or matches are counted from each tool's output.
 
 Usage: python benchmarks/run.py --corpus .corpus [--quick] [--repeat 3] [--only grep,where]
-       [--markdown PATH] [--json PATH] [--castfind "CMD"] [--semgrep PATH]
+       [--markdown PATH] [--json PATH] [--castfind "CMD"] [--semgrep PATH] [--checkout PATH]
 
 Exit status: 0 when every selected task ran, 1 when a castfind or grep task failed (the
 table still prints), 2 on bad arguments. Semgrep that cannot be installed or run is
@@ -42,9 +44,9 @@ BENCH_VENV = REPO / ".venv-bench"
 EDIT_FILE = "sglang/srt/layers/attention/flashinfer_mla_backend.py"
 SYMBOL = "flashinfer_cutlass_fused_moe"
 TASKS = ("grep", "semgrep", "semgrep-sglang", "semgrep-flashinfer",
-         "where-cold", "where-warm", "scan-cold", "scan-warm", "scan-edit")
+         "where-cold", "where-warm", "scan-cold", "scan-warm", "scan-edit", "checkout-cold", "checkout-warm")
 PER_WHEEL = {"semgrep-sglang", "semgrep-flashinfer"}
-EXPENSIVE = {"semgrep", "semgrep-sglang", "semgrep-flashinfer", "scan-cold"}
+EXPENSIVE = {"semgrep", "semgrep-sglang", "semgrep-flashinfer", "scan-cold", "checkout-cold"}
 SEMGREP_ENV = {"SEMGREP_ENABLE_VERSION_CHECK": "0", "SEMGREP_SEND_METRICS": "off"}
 
 
@@ -143,6 +145,7 @@ class Bench:
         self.args = args
         corpus = Path(args.corpus).resolve()
         self.sglang, self.flashinfer = str(corpus / "sglang"), str(corpus / "flashinfer")
+        self.checkout = str(Path(args.checkout).resolve() if args.checkout else corpus / "checkout")
         self.tmp = tempfile.mkdtemp(prefix="castfind-bench-")
         self.castfind = shlex.split(args.castfind) if args.castfind else [sys.executable, "-m", "castfind"]
         self.jobs = str(args.jobs)
@@ -294,13 +297,33 @@ class Bench:
         return len(d["findings"]), files, note
 
     @staticmethod
+    def count_checkout(s: Sample) -> tuple[int, int | None, str]:
+        """Findings reported (production code), files indexed, and how many the scope left out."""
+        d = json.loads(s.out)
+        stats = d.get("stats") or {}
+        files = stats.get("files") if isinstance(stats.get("files"), int) else None
+        return len(d["findings"]), files, f"{stats.get('out_of_scope', 0)} more in tests/benchmarks, not reported"
+
+    def counter(self, kind: str) -> Counter:
+        return {"scan": self.count_scan, "checkout": self.count_checkout}.get(kind, self.count_where)
+
+    @staticmethod
     def count_where(s: Sample) -> tuple[str, None, str]:
         d = json.loads(s.out)
         return f"{len(d['definitions'])} def, {len(d['call_sites'])} calls", None, ""
 
     def kind_cmd(self, kind: str, cache: str) -> list[str]:
-        """The ``scan`` or ``where`` command over both wheels with this cache folder."""
+        """The ``scan`` or ``where`` command over both wheels, or ``scan`` of the checkout, with this cache folder."""
+        if kind == "checkout":
+            return self.scan_cmd([self.checkout], cache)
         return self.scan_cmd([self.sglang, self.flashinfer], cache) if kind == "scan" else self.where_cmd(cache)
+
+    def missing(self, kind: str, row: bl.Row) -> bool:
+        """A checkout row without a checkout says how to build one."""
+        if kind == "checkout" and not (Path(self.checkout) / ".complete").exists():
+            row.error = f"{self.checkout} is missing; build it with `make corpus` (scripts/fetch_corpus.py DEST)"
+            return True
+        return False
 
     def cold(self, kind: str) -> bl.Row:
         """Each run gets a fresh, empty cache folder."""
@@ -310,8 +333,11 @@ class Bench:
             dirs.append(self.fresh_dir(f"{kind}-cold"))
             return self.kind_cmd(kind, dirs[-1])
 
-        row = self.run_task(bl.Row(f"{kind}-cold"), self.repeats(f"{kind}-cold"), cmd,
-                            self.count_scan if kind == "scan" else self.count_where)
+        row = bl.Row(f"{kind}-cold")
+        if self.missing(kind, row):
+            self.broken[kind] = row.error or ""
+            return row
+        row = self.run_task(row, self.repeats(f"{kind}-cold"), cmd, self.counter(kind))
         if row.walls:
             self.caches[kind] = dirs[len(row.walls) - 1]  # the last cold run that finished
         elif row.error:
@@ -339,11 +365,12 @@ class Bench:
 
     def warm(self, kind: str) -> bl.Row:
         row = bl.Row(f"{kind}-warm")
+        if self.missing(kind, row):
+            return row
         cache = self.warm_cache(kind, row)
         if cache is None:
             return row
-        return self.run_task(row, self.repeats(row.task), lambda i: self.kind_cmd(kind, cache),
-                             self.count_scan if kind == "scan" else self.count_where)
+        return self.run_task(row, self.repeats(row.task), lambda i: self.kind_cmd(kind, cache), self.counter(kind))
 
     def scan_edit(self) -> bl.Row:
         """Warm scan of a copy of sglang after appending one comment line to one file."""
@@ -431,6 +458,8 @@ class Bench:
             "scan-cold": lambda: self.cold("scan"),
             "scan-warm": lambda: self.warm("scan"),
             "scan-edit": self.scan_edit,
+            "checkout-cold": lambda: self.cold("checkout"),
+            "checkout-warm": lambda: self.warm("checkout"),
         }
         for t in tasks:
             log(f"--- {t}")
@@ -483,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before one run is killed (default 1800)")
     ap.add_argument("--markdown", help="also write the report as Markdown to this file")
     ap.add_argument("--json", dest="json_out", help="also write the raw measurements as JSON to this file")
+    ap.add_argument("--checkout", help="the checkout-shaped tree for the checkout rows (default: CORPUS/checkout)")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the temporary caches and the edited copy")
     args = ap.parse_args(argv)
     if args.repeat < 1:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from castfind import pipeline
+from castfind.config import load_config
 from castfind.pipeline import ScanRun, open_index
 from castfind.where import WhereResult
 from castfind.where import where as _where
@@ -12,11 +14,19 @@ from castfind.where import where as _where
 __all__ = ["ScanRun", "open_index", "scan", "where"]
 
 
-def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None, **index_options) -> WhereResult:
-    """Resolve ``symbol`` across ``roots``: definitions, the chain of hops to each, call sites."""
+def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
+          report_exclude: tuple[str, ...] | None = None, **index_options) -> WhereResult:
+    """Resolve ``symbol`` across ``roots``: definitions, the chain of hops to each, call sites.
+
+    Call sites in files that ``report_exclude`` matches (default: the first root's
+    ``[tool.castfind] report-exclude``) are marked as test call sites. Raises ConfigError.
+    """
+    if report_exclude is None:
+        first = Path(roots[0]) if roots else Path(".")
+        report_exclude = load_config(first if first.is_dir() else first.parent).report_exclude
     index_options.setdefault("follow_installed", True)
     index = open_index(roots, **index_options)
-    return _where(index, symbol, at)
+    return _where(index, symbol, at, report_exclude)
 
 
 def scan(
@@ -36,6 +46,7 @@ def scan(
     exclude: tuple[str, ...] = (),
     warn_unused_ignores: bool = True,
     baseline_commit: str | None = None,
+    include_tests: bool = False,
     **index_options: Any,
 ) -> ScanRun:
     """Scan roots for whole-buffer casts; never prints.
@@ -48,7 +59,8 @@ def scan(
     cast in ``ScanRun.explanations``; ``stops``: the table of where proofs stopped in ``ScanRun.stops``.
     ``warn_unused_ignores``: report ignore comments that silence nothing (CF001). ``baseline_commit``: report only
     findings new relative to that git commit (GitRefError when the roots are in no repository or it names no
-    commit; checked before parsing). The phases are in
+    commit; checked before parsing).     ``include_tests``: report findings in every file, tests and benchmarks too (by default those the
+    configuration's ``report-exclude`` matches are set aside and counted). The phases are in
     :mod:`castfind.pipeline`; the carried results are saved before ``post`` reads any trace, so a
     bad trace does not cost the next scan its warm start.
     """
@@ -56,7 +68,7 @@ def scan(
         paths=tuple(paths), roots=tuple(roots or ()), only=only, rules=tuple(rules or ()),
         entry_points=tuple(entry_points or ()), fail_on=fail_on, baseline=baseline, write_baseline=write_baseline,
         traces=tuple(traces or ()), demand=demand, explain=explain, stops=stops, exclude=tuple(exclude),
-        warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit,
+        warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit, include_tests=include_tests,
         index=pipeline.IndexOptions(**index_options),
     )
     scan_plan = pipeline.plan(request)

@@ -163,6 +163,7 @@ def where(
     Example: castfind where flashinfer_cutlass_fused_moe --root /root/sglang --root /usr/lib/python3/site-packages/flashinfer
     """
     from castfind import api
+    from castfind.config import ConfigError
     from castfind.discover import DiscoveryError
     from castfind.fsutil import OutputPathError
     from castfind.where import WhereError
@@ -178,8 +179,9 @@ def where(
         res = api.where(symbol, list(root or []), at_loc, exclude=tuple(exclude or ()), cache_dir=cache_dir,
                         use_cache=not no_cache, jobs=n_jobs, follow_installed=follow_installed,
                         max_file_size=_size(max_file_size), progress=_progress("parsing"))
-    except (DiscoveryError, WhereError, OutputPathError) as e:
+    except (DiscoveryError, WhereError, OutputPathError, ConfigError) as e:
         _fail(str(e))
+    _print_packages(res.packages)
     if json_out:
         typer.echo(json.dumps(res.to_dict(), indent=2))
     else:
@@ -233,6 +235,9 @@ def scan(
                                        help="Say why each cast on that line (or the one at COL) was or was not flagged."),
     stops: bool = typer.Option(False, "--stops", help="Print where the proofs stopped: casts of buffer-like operands "
                                "per stop reason, with the top files (JSON with --json); exit 0."),
+    include_tests: bool = typer.Option(False, "--include-tests",
+                                       help="Report findings in tests, benchmarks, examples and docs too (by default they are "
+                                            "indexed but not reported: [tool.castfind] report-exclude)."),
     eager: bool = typer.Option(False, "--eager", help="Parse every file instead of only those that can matter (slower; same findings)."),
     color: bool = typer.Option(False, "--color", help="Colour the text output."),
     cache_dir: str | None = CacheDirOpt,
@@ -302,11 +307,13 @@ def scan(
                        entry_points=list(entry_point or []), fail_on=fail_on, baseline=baseline,
                        write_baseline=write_baseline, traces=list(trace or []), demand=not eager,
                        explain=explain_at is not None, stops=stops, exclude=tuple(exclude or ()),
-                       warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit, cache_dir=cache_dir,
+                       warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit,
+                       include_tests=include_tests, cache_dir=cache_dir,
                        use_cache=not no_cache, jobs=n_jobs, max_file_size=_size(max_file_size),
                        progress=_progress("parsing"))
     except errors as e:
         _fail(f"{e}")
+    _print_packages(run.packages)
     report = run.report
     if explain_at is not None:
         _check_explain_file(explain_at[0], [str(r) for r in report.stats.get("roots", [])])
@@ -369,6 +376,15 @@ def _write(path: str, doc: str, option: str) -> None:
         atomic_write_text(path, doc)
     except OSError as e:
         _fail(_os_error(e, path, f"pass a file path in a writable folder to {option}"))
+
+
+def _print_packages(packages) -> None:
+    """The packages found under the roots, once, on stderr (``indexing sglang (python/), ...``)."""
+    from castfind.discover import describe_packages
+
+    line = describe_packages(packages)
+    if line is not None:
+        typer.echo(f"castfind: {line}", err=True)
 
 
 def _check_explain_file(path: str, roots: list[str]) -> None:

@@ -5,7 +5,8 @@ Keys (kebab-case, as in the rest of ``pyproject.toml``)::
     [tool.castfind]
     roots = ["python"]                 # scan roots, relative to this pyproject.toml
     rules = ["castfind_rules"]         # extra rule folders, relative likewise
-    exclude = ["**/tests/**"]          # globs of files to skip
+    exclude = ["**/tests/**"]          # globs of files to skip (not even indexed)
+    report-exclude = ["test/", "benchmark*/", "test_*.py"]  # indexed, findings not reported
     entry-points = ["*.run_batch"]     # extra hot-path entry point patterns
     fail-on = "warning"                # error | warning | info
     baseline = "castfind-baseline.json"
@@ -24,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from castfind.scope import DEFAULT_REPORT_EXCLUDE, check_pattern
 from castfind.types import SEVERITIES
 
 __all__ = ["KEYS", "Config", "ConfigError", "config_problems", "load_config", "merge"]
@@ -48,6 +50,8 @@ class Config:
     """Settings for one scan. Paths are already resolved against the pyproject's folder.
 
     ``source`` is the ``pyproject.toml`` the values came from, or ``None`` for defaults.
+    ``report_exclude``: patterns of files whose findings are left out of the report
+    (:mod:`castfind.scope`; ``--include-tests`` reports them); an empty list reports everything.
     """
 
     roots: tuple[Path, ...] = ()
@@ -56,6 +60,7 @@ class Config:
     entry_points: tuple[str, ...] = ()
     fail_on: str = "error"
     baseline: Path | None = None
+    report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE
     source: Path | None = None
 
 
@@ -74,6 +79,15 @@ def _strings(value: Any, folder: Path) -> tuple[str, ...]:
 
 def _paths(value: Any, folder: Path) -> tuple[Path, ...]:
     return tuple(folder / item for item in _strings(value, folder))
+
+
+def _report_exclude(value: Any, folder: Path) -> tuple[str, ...]:
+    patterns = _strings(value, folder)
+    for p in patterns:
+        why = check_pattern(p)
+        if why is not None:
+            raise _Bad(why)
+    return patterns
 
 
 def _fail_on(value: Any, folder: Path) -> str:
@@ -98,6 +112,7 @@ KEYS: Mapping[str, tuple[str, Callable[[Any, Path], Any]]] = {
     "entry-points": ("entry_points", _strings),
     "fail-on": ("fail_on", _fail_on),
     "baseline": ("baseline", _baseline),
+    "report-exclude": ("report_exclude", _report_exclude),
 }
 
 
@@ -172,7 +187,7 @@ def load_config(root: str | Path) -> Config:
     return config
 
 
-_FIELDS = {f.name for f in fields(Config)} - {"source"}
+_FIELDS = {f.name for f in fields(Config)} - {"source", "report_exclude"}
 
 
 def merge(config: Config, **cli_values: Any) -> Config:

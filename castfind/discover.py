@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from castfind.scope import in_scope
 from castfind.types import Diagnostic
 
 #: Files larger than this are not parsed (``--max-file-size``): parse time and memory grow faster
@@ -147,6 +148,59 @@ def _walk(root: str, base: Path, exclude: tuple[str, ...], max_size: int, notes:
                     mod_parts = relparts[:-1] if stem == "__init__" else relparts
                 out.append(SourceFile(root, rel, e.path, ".".join(mod_parts), stem == "__init__"))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Package:
+    """A top-level package found under a root: its name and the folder that holds it, relative to the
+    root (``python/`` for ``python/sglang``; ``""`` when it sits at the root's top; ``None`` when the
+    root *is* the package)."""
+
+    name: str
+    root: str
+    folder: str | None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"name": self.name, "root": self.root, "folder": self.folder}
+
+
+def package_roots(files: list[SourceFile], report_exclude: tuple[str, ...] = ()) -> tuple[Package, ...]:
+    """The top-level packages among ``files`` (each one's ``__init__.py`` named by a single-part
+    module), in path order. Packages inside ``report_exclude`` folders (a ``test/`` package) are not
+    listed: they are indexed, but they are not what the user scans for."""
+    out: list[Package] = []
+    for sf in files:
+        if not sf.is_package or "." in sf.module or not in_scope(sf.path, report_exclude):
+            continue
+        if sf.path == "__init__.py":
+            out.append(Package(sf.module, sf.root, None))
+            continue
+        folder = sf.path[: -len("__init__.py")].rstrip("/")
+        parent = folder.rpartition("/")[0]
+        out.append(Package(sf.module, sf.root, parent + "/" if parent else ""))
+    return tuple(sorted(out, key=lambda p: (p.root, p.folder or "", p.name)))
+
+
+#: How many packages :func:`describe_packages` names before it counts the rest.
+SHOW_PACKAGES = 8
+
+
+def describe_packages(packages: tuple[Package, ...]) -> str | None:
+    """``indexing sglang (python/), sgl_kernel (sgl-kernel/python/)``: the line the CLI prints once;
+    ``None`` when no package was found. With several roots each folder is shown under its root."""
+    if not packages:
+        return None
+    several = len({p.root for p in packages}) > 1
+
+    def where(p: Package) -> str:
+        if p.folder is None:
+            return p.root if several else "the root"
+        folder = p.folder or "./"
+        return os.path.join(p.root, p.folder) if several else folder
+
+    shown = [f"{p.name} ({where(p)})" for p in packages[:SHOW_PACKAGES]]
+    rest = len(packages) - SHOW_PACKAGES
+    return "indexing " + ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
 
 
 def find_installed(top: str) -> Path | None:

@@ -6,7 +6,8 @@
 * **run** is the engine, :func:`castfind.scan.scan`, unchanged; its outcome is frozen into
   a :class:`RunOutput` so nothing downstream can alter what the engine found.
 * **post** turns raw findings into what is reported: runtime traces joined, inline
-  suppressions applied, the baseline written or applied, and the findings ranked once
+  suppressions applied, findings outside the report scope (tests, benchmarks: :mod:`castfind.scope`)
+  set aside and counted, the baseline written or applied, and the findings ranked once
   (:class:`ScanRun`, holding the :class:`~castfind.report.ScanReport`).
 
 :func:`castfind.api.scan` is these three plus :func:`save_memo`. Each phase takes the
@@ -28,11 +29,13 @@ from castfind import findings as fnd
 from castfind import gitref, sourcetext
 from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
+from castfind.discover import Package, package_roots
 from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.gitref import RootAtRef
 from castfind.index import Index, ProgressFn
 from castfind.report import ScanReport, SourceCache
 from castfind.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleSet, load_rules
+from castfind.scope import in_scope
 from castfind.types import Diagnostic, Finding
 
 if TYPE_CHECKING:
@@ -82,6 +85,7 @@ class ScanRequest:
     exclude: tuple[str, ...] = ()
     warn_unused_ignores: bool = True
     baseline_commit: str | None = None
+    include_tests: bool = False
     index: IndexOptions = field(default_factory=IndexOptions)
 
 
@@ -90,7 +94,9 @@ class ScanPlan:
     """Everything settled before parsing: the merged configuration, the roots actually scanned,
     the rule set, the opened index and the carried results (``memo``, under ``memo_key``).
 
-    ``only`` holds the absolute paths to report on (``None``: every file).
+    ``only`` holds the absolute paths to report on (``None``: every file). ``report_exclude``: the
+    scope patterns whose findings post sets aside (empty with ``--include-tests``); ``packages``: the
+    top-level packages discovered under the roots (what the CLI announces).
     """
 
     config: Config
@@ -114,6 +120,8 @@ class ScanPlan:
     baseline_commit: tuple[RootAtRef, ...] = ()
     baseline_ref: str | None = None
     index_options: IndexOptions = field(default_factory=IndexOptions)
+    report_exclude: tuple[str, ...] = ()
+    packages: tuple[Package, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,8 @@ class RunOutput:
 class ScanRun:
     """A finished scan: the report to render, the fail-on level, the rules it ran with (CF900
     included, for reporters that list rules), ``--explain``'s records per cast, the baseline file
-    written, if one was, and the ``--stops`` table (None when not asked)."""
+    written, if one was, the ``--stops`` table (None when not asked) and the top-level packages
+    found under the roots."""
 
     report: ScanReport
     fail_on: str
@@ -151,6 +160,7 @@ class ScanRun:
     explanations: Mapping[tuple[str, int, int], Explanation]
     wrote_baseline: str | None = None
     stops: StopTable | None = None
+    packages: tuple[Package, ...] = ()
 
 
 # --------------------------------------------------------------------------- plan
@@ -232,6 +242,7 @@ def plan(request: ScanRequest) -> ScanPlan:
         if carried_out is None:
             memo_seed = carried.loads(index.cache.get_memo(memo_key))
             memo = carried.Memo(index, memo_seed)
+    # The report scope is not part of the memo key: the engine finds the same casts either way.
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
@@ -239,6 +250,8 @@ def plan(request: ScanRequest) -> ScanPlan:
         write_baseline=request.write_baseline, memo=memo, memo_key=memo_key, memo_seed=memo_seed, carried=carried_out,
         warn_unused_ignores=request.warn_unused_ignores, baseline_commit=at_ref, baseline_ref=request.baseline_commit,
         index_options=opts,
+        report_exclude=() if request.include_tests else tuple(cfg.report_exclude),
+        packages=package_roots(index.files, tuple(cfg.report_exclude)),
     )
 
 
@@ -347,7 +360,8 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
 def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = None) -> ScanRun:
     """Findings as reported: traces joined, suppressions applied (and those that silenced nothing
     reported, CF001), the baseline applied, the findings ``known`` at the baseline commit taken
-    away (:func:`findings_at_ref`), ranked once.
+    away (:func:`findings_at_ref`), findings outside the report scope set aside (counted in
+    ``stats["out_of_scope"]``), ranked once.
 
     Reads the trace files and the source files; writes the baseline file when the plan
     asks for one (then no baseline is applied: what was just recorded would hide everything).
@@ -358,6 +372,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     kept = list(sup.kept)
     if scan_plan.warn_unused_ignores:
         kept += _unused_suppressions(scan_plan, sup.used)
+    kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
     diags = [*out.diagnostics, *sup.diagnostics]
     cache = scan_plan.index.cache
     if cache is not None:
@@ -371,7 +386,8 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     if scan_plan.config.baseline is not None and not scan_plan.write_baseline:
         outcome = fnd.apply_baseline(kept, fnd.load_baseline(scan_plan.config.baseline))
         kept, hidden, fixed = list(outcome.kept), outcome.hidden, tuple(outcome.fixed)
-    stats = dict(out.stats, suppressed=sup.suppressed, baseline_hidden=hidden, roots=list(scan_plan.roots))
+    stats = dict(out.stats, suppressed=sup.suppressed, baseline_hidden=hidden, out_of_scope=out_of_scope,
+                 roots=list(scan_plan.roots), packages=[p.to_dict() for p in scan_plan.packages])
     if known is not None:
         outcome = fnd.apply_baseline(kept, fnd.Baseline(fnd.baseline_entries(known)))
         kept = list(outcome.kept)
@@ -380,7 +396,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
                                     "hidden": outcome.hidden, "fixed": sum(e.count for e in outcome.fixed)}
     report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.warn_unused_ignores),
-                   out.explanations, wrote, out.stops)
+                   out.explanations, wrote, out.stops, scan_plan.packages)
 
 
 _IGNORE_TEXT = re.compile(rb"castfind:\s*ignore", re.IGNORECASE)
@@ -436,6 +452,17 @@ def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, 
     at_ref = replace(scan_plan, config=config, roots=roots, index=index, only=None, explain=False, stops=False,
                      traces=(), write_baseline=None, memo=memo, baseline_commit=(), carried=None)
     return post(at_ref, run(at_ref)).report.findings
+
+
+def _split_scope(found: Sequence[Finding], report_exclude: tuple[str, ...]) -> tuple[list[Finding], int]:
+    """The findings in production code, and how many were set aside as outside the report scope.
+
+    A finding measured outside every root (a CF900 with no root) has no path to judge: it is kept.
+    """
+    if not report_exclude:
+        return list(found), 0
+    kept = [f for f in found if not f.root or in_scope(f.path, report_exclude)]
+    return kept, len(found) - len(kept)
 
 
 def _join_traces(found: list[Finding], modules: Mapping[str, str], traces: Sequence[str],

@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from castfind.discover import Package, package_roots
 from castfind.facts import Attr, Call, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
 from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Hop, Resolved, Resolver, Target
+from castfind.scope import DEFAULT_REPORT_EXCLUDE, in_scope
 from castfind.types import Diagnostic
 from castfind.words import Words
 
@@ -27,9 +29,12 @@ class WhereError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Location:
+    """A call site; ``test``: in a file outside the report scope (tests, benchmarks: :mod:`castfind.scope`)."""
+
     root: str
     path: str
     line: int
+    test: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +72,14 @@ class WhereResult:
     suggestions: tuple[str, ...] = ()
     diagnostics: tuple[Diagnostic, ...] = ()
     stats: dict[str, Any] = field(default_factory=dict)
+    packages: tuple[Package, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document (exactly these four keys)."""
         return {
             "symbol": self.symbol,
             "definitions": [d.to_dict() for d in self.definitions],
-            "call_sites": [{"path": c.path, "line": c.line} for c in self.call_sites],
+            "call_sites": [{"path": c.path, "line": c.line, "test": c.test} for c in self.call_sites],
             "unresolved": [{"path": u.path, "line": u.line, "reason": u.reason} for u in self.unresolved],
         }
 
@@ -86,8 +92,9 @@ def _kind_rank(d: WhereDefinition) -> tuple[int, int]:
 
 
 class _Query:
-    def __init__(self, index: Index, symbol: str) -> None:
+    def __init__(self, index: Index, symbol: str, report_exclude: tuple[str, ...] = ()) -> None:
         self.index = index
+        self.report_exclude = report_exclude
         self.r = Resolver(index)
         self.receivers = Receivers(self.r)
         self.words = Words(index)
@@ -255,7 +262,8 @@ class _Query:
                     # receiver typed as an unrelated class does not.
                     hit, weak = any(self.receivers.related(c, types) for c in classes), False
                 if hit or weak:
-                    out[(sf.path, cs.line)] = Location(sf.root, sf.path, cs.line)
+                    out[(sf.path, cs.line)] = Location(sf.root, sf.path, cs.line,
+                                                       not in_scope(sf.path, self.report_exclude))
         return sorted(out.values(), key=lambda c: (c.path, c.line))
 
     def suggestions(self) -> list[str]:
@@ -276,12 +284,17 @@ def _refers(expr: Expr, names: set[str]) -> bool:
     return False
 
 
-def where(index: Index, symbol: str, at: tuple[str, int] | None = None) -> WhereResult:
-    """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query."""
+def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
+          report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE) -> WhereResult:
+    """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query.
+
+    Call sites in files ``report_exclude`` matches are marked ``test``; the top-level packages
+    found under the roots come back in ``packages``."""
     # Python identifiers are Unicode (PEP 3131): `где_ядро`, `café` and `Ωmega.f` are names.
     if not all(part.isidentifier() for part in symbol.split(".")):
         raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
-    q = _Query(index, symbol)
+    packages = package_roots(index.files, report_exclude)
+    q = _Query(index, symbol, report_exclude)
     if at is not None:
         q.at(*at)
     elif "." in symbol:
@@ -294,4 +307,4 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None) -> Where
     sugg = q.suggestions() if not defs and not unresolved else []
     stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded}
     return WhereResult(symbol, tuple(defs), tuple(sites), tuple(unresolved), tuple(sugg),
-                       tuple(index.diagnostics), stats)
+                       tuple(index.diagnostics), stats, packages)

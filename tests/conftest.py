@@ -28,6 +28,22 @@ def corpus() -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def checkout(corpus) -> Path:
+    """``.corpus/checkout``: sglang under ``python/``, sgl-kernel's package under ``sgl-kernel/python/``,
+    and the ``test/`` and ``benchmark/`` files of fixtures/checkout_corpus (scripts/fetch_corpus.py).
+    Fails, never skips, when it cannot be built (the sgl-kernel wheel comes from PyPI)."""
+    base = Path(os.environ.get("CASTFIND_CORPUS", REPO / ".corpus"))
+    sys.path.insert(0, str(REPO / "scripts"))
+    from fetch_corpus import build_checkout
+
+    try:
+        return build_checkout(base, corpus["sglang"])
+    except (SystemExit, OSError) as exc:
+        pytest.fail(f"cannot build the checkout corpus in {base / 'checkout'}: {exc} "
+                    "(it needs the sgl-kernel wheel from PyPI once: run `make corpus` with network access)")
+
+
+@pytest.fixture(scope="session")
 def corpus_cache(tmp_path_factory, corpus) -> Path:
     """One facts cache for the whole run, filled by extracting every file of both wheels once."""
     from castfind.api import open_index

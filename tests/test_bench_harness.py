@@ -139,6 +139,7 @@ def test_select_tasks_by_name_prefix_and_quick():
     assert run.select("where,grep", quick=False) == ["grep", "where-cold", "where-warm"]
     assert run.select("semgrep", quick=False) == ["semgrep", "semgrep-sglang", "semgrep-flashinfer"]
     assert "semgrep-sglang" not in run.select(None, quick=True)
+    assert run.select("checkout", quick=True) == ["checkout-cold", "checkout-warm"]
     with pytest.raises(SystemExit, match="unknown task nope"):
         run.select("nope", quick=False)
 
@@ -147,3 +148,18 @@ def test_shorten_folds_file_lists():
     cmd = ["semgrep", "scan", "/a/1.py", "/a/2.py", "/a/3.py", "/a/4.py", "--x"]
     assert run.shorten(cmd) == "semgrep scan '<4 .py files>' --x"
     assert run.shorten(["grep", "-rn", "x", "/a"]) == "grep -rn x /a"
+
+
+def test_checkout_rows_without_a_checkout_say_how_to_build_one(tmp_path):
+    args = run.argparse.Namespace(corpus=str(tmp_path), checkout=None, castfind=None, jobs=2, quick=True, repeat=1,
+                                  timeout=10)
+    bench = run.Bench(args)
+    try:
+        cold = bench.cold("checkout")
+        warm = bench.warm("checkout")
+    finally:
+        run.shutil.rmtree(bench.tmp, ignore_errors=True)
+    assert not cold.walls and "make corpus" in cold.error and str(tmp_path / "checkout") in cold.error
+    assert not warm.walls and "make corpus" in warm.error
+    assert bench.kind_cmd("checkout", "/c")[-6:] == [str(tmp_path / "checkout"), "--jobs", "2", "--cache-dir", "/c",
+                                                     "--json"]

@@ -33,7 +33,7 @@ def test_where_follows_the_returned_callable_into_flashinfer(corpus, corpus_cach
     texts = [h["text"] for h in first["chain"]]
     assert any("_flashinfer_cutlass_fused_moe()" in t for t in texts)
     assert any(t.startswith("from flashinfer.fused_moe import cutlass_fused_moe") for t in texts)
-    assert {"path": runner, "line": 371} in data["call_sites"]
+    assert {"path": runner, "line": 371, "test": False} in data["call_sites"]
 
 
 def test_where_class_method_and_every_override(corpus, corpus_cache):

@@ -361,7 +361,8 @@ def _check_shape(data: dict, roots: tuple[str, ...]) -> None:
             assert set(hop) == {"path", "line", "kind", "text"}
             assert 1 <= hop["line"] <= file_lines(under_some_root(hop["path"]), hop["path"])
     for site in data["call_sites"]:
-        assert set(site) == {"path", "line"}
+        assert set(site) == {"path", "line", "test"}
+        assert site["test"] is site["path"].split("/")[-1].startswith("test_")
         assert 1 <= site["line"] <= file_lines(under_some_root(site["path"]), site["path"])
     for entry in data["unresolved"]:
         assert set(entry) == {"path", "line", "reason"}

@@ -82,7 +82,8 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
 
 
 def summary(report: ScanReport) -> str:
-    """``3 errors, 1 warning, 0 info in 120 files (2 diagnostics)`` plus what was hidden."""
+    """``3 errors, 1 warning, 0 info in 120 files (2 diagnostics)`` plus what was hidden, and the
+    findings left out by the report scope: ``…, and 41 in tests/benchmarks, shown with --include-tests``."""
     counts = report.severity_counts()
     parts = [_plural(counts["error"], "error"), _plural(counts["warning"], "warning"), f"{counts['info']} info"]
     # Findings of a severity no rule should have still get counted, never dropped.
@@ -105,6 +106,9 @@ def summary(report: ScanReport) -> str:
         notes.append(f"{at_ref['hidden']} already at {at_ref.get('ref')}")
     if notes:
         text += f" ({', '.join(notes)})"
+    out_of_scope = report.stats.get("out_of_scope")
+    if isinstance(out_of_scope, int) and out_of_scope:
+        text += f", and {out_of_scope} in tests/benchmarks, shown with --include-tests"
     return text
 
 

@@ -6,7 +6,8 @@ from castfind.where import WhereResult
 
 
 def render_where(res: WhereResult) -> str:
-    """Each definition as ``path:line  qualname (kind)``, its chain of hops, then call sites."""
+    """Each definition as ``path:line  qualname (kind)``, its chain of hops, then call sites (those in
+    tests and benchmarks marked ``(test)``)."""
     out: list[str] = []
     if not res.definitions and not res.unresolved:
         out.append(f"{res.symbol}: not found")
@@ -23,5 +24,5 @@ def render_where(res: WhereResult) -> str:
             out.append(f"  {u.path}:{u.line}  {u.reason}")
     out.append(f"call sites ({len(res.call_sites)}):")
     for c in res.call_sites:
-        out.append(f"  {c.path}:{c.line}")
+        out.append(f"  {c.path}:{c.line}" + ("  (test)" if c.test else ""))
     return "\n".join(out) + "\n"

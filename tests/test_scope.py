@@ -1,0 +1,184 @@
+"""Report scope and checkouts (castfind.scope, discover.package_roots): tests and benchmarks are
+indexed but not reported by default; every package of a checkout is found and named right."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from castfind import api
+from castfind.config import ConfigError, load_config
+from castfind.discover import Package, describe_packages, discover, package_roots
+from castfind.report import ScanReport
+from castfind.report import text as text_report
+from castfind.scope import DEFAULT_REPORT_EXCLUDE, excluded_by, in_scope
+from tests.support import REPO, run_castfind
+
+CHECKOUT = REPO / "fixtures" / "checkout"
+PROD = ("python/tinyserve/attention.py", 10, "CF101")
+OUT_OF_SCOPE = {
+    ("test/srt/test_linear.py", 17, "CF102"),
+    ("benchmark/kv_cast/bench_kv_cast.py", 12, "CF104"),
+    ("examples/offline_decode.py", 11, "CF102"),
+}
+
+
+def keys(findings) -> set[tuple[str, int, str]]:
+    return {(f["path"], f["line"], f["rule"]) for f in findings}
+
+
+@pytest.mark.parametrize("path, pattern", [
+    ("test/srt/test_linear.py", "test/"),
+    ("python/sglang/test/runners.py", "test/"),
+    ("pkg/tests/helpers.py", "tests/"),
+    ("pkg/test_utils.py", "test_*.py"),
+    ("pkg/ops_test.py", "*_test.py"),
+    ("conftest.py", "conftest.py"),
+    ("benchmark/kernels/bench.py", "benchmark*/"),
+    ("benchmarks/run.py", "benchmark*/"),
+    ("examples/offline.py", "examples/"),
+    ("docs/conf.py", "docs/"),
+])
+def test_default_patterns_take_tests_benchmarks_examples_and_docs_out(path: str, pattern: str) -> None:
+    assert excluded_by(path, DEFAULT_REPORT_EXCLUDE) == pattern
+
+
+@pytest.mark.parametrize("path", [
+    "python/sglang/srt/layers/attention/flashinfer_backend.py",
+    "python/sglang/bench_one_batch.py",  # a module named bench_*, not a benchmark folder
+    "python/sglang/srt/testing_utils.py",
+    "contest.py",
+    "sgl-kernel/python/sgl_kernel/attention.py",
+])
+def test_production_paths_stay_in_scope(path: str) -> None:
+    assert in_scope(path, DEFAULT_REPORT_EXCLUDE)
+
+
+def test_path_patterns_match_the_whole_path() -> None:
+    assert excluded_by("python/sglang/srt/debug/dump.py", ("python/*/debug/*",)) == "python/*/debug/*"
+    assert in_scope("python/sglang/srt/dump.py", ("python/*/debug/*",))
+    assert excluded_by("python/sglang/test/x.py", ("python/sglang/test/",)) == "python/sglang/test/"
+    assert in_scope("test/x.py", ("python/sglang/test/",))
+    assert in_scope("test/srt/test_x.py", ())
+
+
+def test_scan_reports_production_findings_and_counts_the_rest() -> None:
+    r = run_castfind("scan", str(CHECKOUT), "--no-cache", "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert keys(doc["findings"]) == {PROD}
+    assert doc["stats"]["out_of_scope"] == len(OUT_OF_SCOPE)
+    wide = run_castfind("scan", str(CHECKOUT), "--no-cache", "--json", "--include-tests")
+    assert wide.returncode == 1, wide.stderr
+    doc = json.loads(wide.stdout)
+    assert keys(doc["findings"]) == {PROD} | OUT_OF_SCOPE
+    assert doc["stats"]["out_of_scope"] == 0
+
+
+def test_the_summary_line_says_how_many_were_left_out() -> None:
+    r = run_castfind("scan", str(CHECKOUT), "--no-cache")
+    last = r.stdout.rstrip("\n").splitlines()[-1]
+    assert last == "1 error, 0 warnings, 0 info in 9 files, and 3 in tests/benchmarks, shown with --include-tests"
+    wide = run_castfind("scan", str(CHECKOUT), "--no-cache", "--include-tests")
+    assert "--include-tests" not in wide.stdout.splitlines()[-1]
+    assert "test/srt/test_linear.py:17:20: CF102 error" in wide.stdout
+
+
+def test_summary_without_findings_left_out_is_unchanged() -> None:
+    assert text_report.summary(ScanReport(stats={"files": 2, "out_of_scope": 0})) == "0 errors, 0 warnings, 0 info in 2 files"
+    assert text_report.summary(ScanReport(stats={"files": 2, "out_of_scope": 1})).endswith(
+        ", and 1 in tests/benchmarks, shown with --include-tests")
+
+
+def test_report_exclude_from_the_config(tmp_path: Path) -> None:
+    root = tmp_path / "co"
+    shutil.copytree(CHECKOUT, root)
+    (root / "pyproject.toml").write_text('[tool.castfind]\nreport-exclude = ["benchmark*/"]\n')
+    run = api.scan([str(root)], use_cache=False, jobs=1)
+    got = {(f.path, f.line, f.rule) for f in run.report.findings}
+    assert got == {PROD, ("test/srt/test_linear.py", 17, "CF102"), ("examples/offline_decode.py", 11, "CF102")}
+    assert run.report.stats["out_of_scope"] == 1
+    (root / "pyproject.toml").write_text("[tool.castfind]\nreport-exclude = []\n")
+    assert len(api.scan([str(root)], use_cache=False, jobs=1).report.findings) == 4
+
+
+@pytest.mark.parametrize("value, reason", [
+    ('"test/"', "must be a list of strings"),
+    ('[""]', "empty pattern"),
+    ('["/test/"]', "relative to the scanned root"),
+])
+def test_bad_report_exclude_names_the_key(tmp_path: Path, value: str, reason: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(f"[tool.castfind]\nreport-exclude = {value}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert info.value.key == "report-exclude" and reason in info.value.reason
+    r = run_castfind("scan", str(tmp_path), "--no-cache")
+    assert r.returncode == 2 and "report-exclude" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_default_config_holds_the_default_patterns(tmp_path: Path) -> None:
+    assert load_config(tmp_path).report_exclude == DEFAULT_REPORT_EXCLUDE
+
+
+def test_scope_is_not_part_of_the_carried_results(tmp_path: Path) -> None:
+    """``--include-tests`` after a default scan replays the same engine results (the filter is post's)."""
+    cache = tmp_path / "cache"
+    first = api.scan([str(CHECKOUT)], cache_dir=cache, jobs=1)
+    again = api.scan([str(CHECKOUT)], cache_dir=cache, jobs=1, include_tests=True)
+    assert again.report.stats["loaded"] == 0 and again.report.stats["replayed"] > 0
+    assert len(again.report.findings) == len(first.report.findings) + first.report.stats["out_of_scope"]
+
+
+def test_every_package_of_a_checkout_is_found_and_named_right() -> None:
+    files = discover([str(CHECKOUT)])
+    modules = {sf.path: sf.module for sf in files}
+    assert modules["python/tinyserve/attention.py"] == "tinyserve.attention"
+    assert modules["kernel/python/tinykern/ops.py"] == "tinykern.ops"
+    assert modules["kernel/python/tinykern/__init__.py"] == "tinykern"
+    pkgs = package_roots(files, DEFAULT_REPORT_EXCLUDE)
+    assert pkgs == (Package("tinykern", str(CHECKOUT), "kernel/python/"), Package("tinyserve", str(CHECKOUT), "python/"))
+    assert describe_packages(pkgs) == "indexing tinykern (kernel/python/), tinyserve (python/)"
+
+
+def test_packages_in_test_folders_are_indexed_not_announced(tmp_path: Path) -> None:
+    for rel in ("src/app/__init__.py", "tests/helpers/__init__.py", "lib/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    files = discover([str(tmp_path)])
+    assert {sf.module for sf in files} == {"app", "helpers", "lib"}
+    assert describe_packages(package_roots(files, DEFAULT_REPORT_EXCLUDE)) == "indexing lib (./), app (src/)"
+    assert describe_packages(package_roots(discover([str(tmp_path / "lib")]))) == "indexing lib (the root)"
+    assert describe_packages(()) is None
+
+
+def test_the_packages_are_said_once_on_stderr_by_scan_and_where() -> None:
+    line = "castfind: indexing tinykern (kernel/python/), tinyserve (python/)"
+    r = run_castfind("scan", str(CHECKOUT), "--no-cache", "--json")
+    assert r.stderr.splitlines().count(line) == 1, r.stderr
+    assert json.loads(r.stdout)["stats"]["packages"] == [
+        {"name": "tinykern", "root": str(CHECKOUT), "folder": "kernel/python/"},
+        {"name": "tinyserve", "root": str(CHECKOUT), "folder": "python/"},
+    ]
+    w = run_castfind("where", "pad_to_multiple", "--root", str(CHECKOUT), "--no-cache")
+    assert w.returncode == 0 and w.stderr.splitlines().count(line) == 1, w.stderr
+
+
+def test_where_marks_call_sites_in_tests() -> None:
+    r = run_castfind("where", "pad_to_multiple", "--root", str(CHECKOUT), "--no-cache", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["call_sites"] == [
+        {"path": "python/tinyserve/attention.py", "line": 11, "test": False},
+        {"path": "test/srt/test_linear.py", "line": 22, "test": True},
+    ]
+    text = run_castfind("where", "pad_to_multiple", "--root", str(CHECKOUT), "--no-cache").stdout
+    assert "  test/srt/test_linear.py:22  (test)\n" in text
+    assert "  python/tinyserve/attention.py:11\n" in text
+
+
+def test_scanning_the_package_folder_gives_the_same_production_findings() -> None:
+    whole = api.scan([str(CHECKOUT)], use_cache=False, jobs=1).report.findings
+    part = api.scan([str(CHECKOUT / "python")], use_cache=False, jobs=1).report.findings
+    assert {("python/" + f.path, f.line, f.rule) for f in part} == {(f.path, f.line, f.rule) for f in whole} == {PROD}
