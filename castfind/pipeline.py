@@ -238,7 +238,7 @@ def plan(request: ScanRequest) -> ScanPlan:
         # Roots by name, not by absolute path: a moved or re-cloned checkout replays the same results.
         memo_key = carried.config_key(sorted(Path(r).resolve().name for r in roots), tuple(cfg.exclude), ruleset)
         if _whole_outcome(request, opts):
-            carried_out = _carried_outcome(index, memo_key)
+            carried_out = _carried_outcome(index, _outcome_key(memo_key))
         if carried_out is None:
             memo_seed = carried.loads(index.cache.get_memo(memo_key))
             memo = carried.Memo(index, memo_seed)
@@ -261,11 +261,13 @@ def _whole_outcome(request: ScanRequest, opts: IndexOptions) -> bool:
     return not (request.only or request.stops or opts.follow_installed)
 
 
-def _outcome_key(memo_key: str) -> str:
-    return memo_key + "-outcome"
+def _outcome_key(memo_key: str, slot: str = "") -> str:
+    """Where a configuration's whole outcome is stored: one slot for the scanned tree, one for the
+    tree at ``--baseline-commit`` (``slot="ref"``), so a warm run carries both."""
+    return memo_key + "-outcome" + (f"-{slot}" if slot else "")
 
 
-def _carried_outcome(index: Index, memo_key: str) -> RunOutput | None:
+def _carried_outcome(index: Index, key: str) -> RunOutput | None:
     """The outcome stored by the last run of this configuration, if it ran on the same tree.
 
     PERF: a warm scan of an unchanged tree then costs hashing the files and reading one row,
@@ -274,7 +276,7 @@ def _carried_outcome(index: Index, memo_key: str) -> RunOutput | None:
     from castfind import memo as carried
 
     assert index.cache is not None
-    doc = carried.loads(index.cache.get_memo(_outcome_key(memo_key)))
+    doc = carried.loads(index.cache.get_memo(key))
     if doc is None or doc.get("tree") != carried.tree_digest(index):
         return None
     found, diags, stats, modules = doc.get("findings"), doc.get("diagnostics"), doc.get("stats"), doc.get("modules")
@@ -346,12 +348,21 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
     if memo.dirty:
         cache.put_memo(key, carried.dumps(memo.snapshot()))
     if out is not None and not (scan_plan.only is not None or scan_plan.stops or scan_plan.index.follow_installed):
-        ids = carried.root_ids(scan_plan.index.files)
-        cache.put_memo(_outcome_key(key), carried.dumps({
-            "version": carried.MEMO_VERSION, "tree": carried.tree_digest(scan_plan.index),
-            "findings": [replace(f, root=ids.get(f.root, f.root)) for f in out.findings],
-            "diagnostics": list(out.diagnostics), "stats": {k: v for k, v in out.stats.items() if k != "seconds"},
-            "modules": dict(out.modules)}))
+        _store_outcome(scan_plan, out, _outcome_key(key))
+
+
+def _store_outcome(scan_plan: ScanPlan, out: RunOutput, key: str) -> None:
+    """The whole outcome under ``key``, with the digest of the tree it was computed on."""
+    from castfind import memo as carried
+
+    cache = scan_plan.index.cache
+    assert cache is not None
+    ids = carried.root_ids(scan_plan.index.files)
+    cache.put_memo(key, carried.dumps({
+        "version": carried.MEMO_VERSION, "tree": carried.tree_digest(scan_plan.index),
+        "findings": [replace(f, root=ids.get(f.root, f.root)) for f in out.findings],
+        "diagnostics": list(out.diagnostics), "stats": {k: v for k, v in out.stats.items() if k != "seconds"},
+        "modules": dict(out.modules)}))
 
 
 # --------------------------------------------------------------------------- post
@@ -440,18 +451,26 @@ def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, 
     index = open_index(list(roots), exclude=tuple(scan_plan.config.exclude), cache_dir=opts.cache_dir,
                        use_cache=opts.use_cache, jobs=opts.jobs, follow_installed=opts.follow_installed,
                        max_file_size=opts.max_file_size)
-    memo = None
+    memo, carried_out, slot = None, None, None
     if index.cache is not None and scan_plan.memo_key is not None:
         from castfind import memo as carried
 
-        seed = scan_plan.memo_seed
-        if seed is None and scan_plan.carried is not None:  # the work tree's outcome was carried: steps not loaded yet
-            seed = carried.loads(index.cache.get_memo(scan_plan.memo_key))
-        memo = carried.Memo(index, seed)  # not saved: the carried results stay the work tree's
+        # REF's tree has its own outcome slot: a warm run against the same REF carries both trees.
+        if not scan_plan.index_options.follow_installed:
+            slot = _outcome_key(scan_plan.memo_key, "ref")
+            carried_out = _carried_outcome(index, slot)
+        if carried_out is None:
+            seed = scan_plan.memo_seed
+            if seed is None and scan_plan.carried is not None:  # the work tree's outcome was carried
+                seed = carried.loads(index.cache.get_memo(scan_plan.memo_key))
+            memo = carried.Memo(index, seed)  # not saved: the carried steps stay the work tree's
     config = replace(scan_plan.config, roots=tuple(Path(r) for r in roots), baseline=None)
     at_ref = replace(scan_plan, config=config, roots=roots, index=index, only=None, explain=False, stops=False,
-                     traces=(), write_baseline=None, memo=memo, baseline_commit=(), carried=None)
-    return post(at_ref, run(at_ref)).report.findings
+                     traces=(), write_baseline=None, memo=memo, baseline_commit=(), carried=carried_out)
+    out = run(at_ref)
+    if carried_out is None and slot is not None:
+        _store_outcome(at_ref, out, slot)
+    return post(at_ref, out).report.findings
 
 
 def _split_scope(found: Sequence[Finding], report_exclude: tuple[str, ...]) -> tuple[list[Finding], int]:

@@ -119,3 +119,20 @@ def test_the_tree_at_a_commit_is_exported_once_as_copies_and_few_are_kept(repo: 
         gitref.exported(gitref.resolve([str(repo)], "HEAD"), store)
     assert len([p for p in store.iterdir() if p.is_dir()]) == gitref.KEEP
     assert not copy.exists()  # the least recently used tree went first
+
+
+def test_a_warm_run_against_the_same_ref_carries_both_trees(repo: Path, tmp_path: Path) -> None:
+    import sqlite3
+
+    cache = tmp_path / "cache"
+    first = scan(str(repo), "--cache-dir", str(cache), "--baseline-commit", "HEAD~1")
+    with sqlite3.connect(cache / "facts.sqlite3") as db:
+        slots = sorted(k.rsplit("-outcome", 1)[1] for (k,) in db.execute("SELECT key FROM memo") if "-outcome" in k)
+    assert slots == ["", "-ref"]  # the work tree's outcome and REF's
+    again = scan(str(repo), "--cache-dir", str(cache), "--baseline-commit", "HEAD~1")
+    assert again[0] == first[0] == 1 and again[1]["findings"] == first[1]["findings"]
+    assert again[1]["stats"]["outcome"] == "carried"
+    # A commit moves REF's tree: its slot no longer matches, and the answer follows the new REF.
+    commit(repo, MOVED, "moved")
+    code, doc, _ = scan(str(repo), "--cache-dir", str(cache), "--baseline-commit", "HEAD~1")
+    assert (code, doc["findings"]) == (0, [])
