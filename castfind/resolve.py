@@ -27,7 +27,11 @@ from castfind.index import Index
 from castfind.memo import Tracker
 from castfind.modules import Modules
 
-_MAX_DEPTH = 48
+_MAX_DEPTH = 160  # about 3.5 Python frames per unit: well inside the default recursion limit
+#: Resolution steps (calls of :meth:`Resolver.resolve_expr`, :meth:`~Resolver.returns_of` and
+#: :meth:`~Resolver.class_member`) one outermost resolution may take before the rest of it is
+#: reported as ``unresolved``. Memoised steps cost one each, so real code stays far below it.
+STEP_BUDGET = 20_000
 
 HopKind = Literal["import", "alias", "call", "return", "def", "star-import", "lazy-import", "base", "module"]
 #: ``def`` (a function or class definition), ``module``, ``variable``/``alias`` (a module-level name
@@ -89,6 +93,25 @@ class Resolver:
         self.index = index
         self.modules = modules if modules is not None else Modules(index)
         self.tracker = Tracker.of(index)
+        #: Steps taken by every resolution of this resolver (``where`` reports it; tests bound it).
+        self.steps = 0
+        self._walk_start = 0  # ``steps`` when the outermost resolution now running began
+        self._nesting = 0
+        self.budget = STEP_BUDGET
+
+    # -- budgets --------------------------------------------------------------------------------
+    def _step(self) -> bool:
+        """Count one step; False once the outermost resolution running has spent its budget."""
+        if self._nesting == 0:
+            self._walk_start = self.steps
+        self.steps += 1
+        return self.steps - self._walk_start <= self.budget
+
+    def _over(self, module: str, line: int, name: str, what: str) -> list[Resolved]:
+        """The ``unresolved`` entry a branch becomes past the depth or step budget."""
+        return [Resolved(Target("unresolved", module, line=line, name=name,
+                                reason=f"castfind stopped following {what}: {name or 'this value'} "
+                                       f"needs more than {_MAX_DEPTH} hops or {self.budget} steps"), ())]
 
     # -- helpers --------------------------------------------------------------------------------
     def hop(self, module: str, line: int, kind: HopKind) -> Hop:
@@ -265,8 +288,16 @@ class Resolver:
     def resolve_expr(self, module: str, scope: str, expr: Expr, depth: int = 0,
                      index: int | None = None) -> list[Resolved]:
         """What an expression evaluates to, as far as it is a name, attribute or call result."""
-        if depth > _MAX_DEPTH:
-            return []
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, 0, dotted(expr) or "", f"an expression in {module}")
+        self._nesting += 1
+        try:
+            return self._resolve_expr(module, scope, expr, depth, index)
+        finally:
+            self._nesting -= 1
+
+    def _resolve_expr(self, module: str, scope: str, expr: Expr, depth: int,
+                      index: int | None) -> list[Resolved]:
         if index is not None and isinstance(expr, Seq):
             return self.resolve_expr(module, scope, expr.elts[index], depth + 1) if index < len(expr.elts) else []
         if isinstance(expr, Name):
@@ -293,11 +324,23 @@ class Resolver:
         return []
 
     def returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
-        """What a function returns, resolved in its own scope (``return imported_fn, X``)."""
+        """What a function returns, resolved in its own scope (``return imported_fn, X``); memoised
+        per function and index, so helpers returning calls of helpers cost one walk each."""
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, fn.line, fn.name, f"what {fn.qualname} returns")
+        self._nesting += 1
+        try:
+            # A recursive helper (directly or through others) sees nothing of itself while it is walked.
+            return self.tracker.cached(("returns", module, fn.qualname, index),
+                                       lambda: self._returns_of(module, fn, index, depth), [])
+        finally:
+            self._nesting -= 1
+
+    def _returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
         facts = self.modules.facts(module)
         if facts is None:
             return []
-        out: list[Resolved] = []
+        out: dict[Target, Resolved] = {}  # one chain per target: two returns of one value do not double it
         call_hop = self.hop(module, fn.line, "call")
         for ret in facts.returns:
             if ret.scope != fn.qualname:
@@ -306,11 +349,11 @@ class Resolver:
                 continue
             h = self.hop(module, ret.line, "return")
             for r in self._dynamic_at(module, fn.qualname, ret.line):
-                out.append(Resolved(r.target, (call_hop, h)))
+                out.setdefault(r.target, Resolved(r.target, (call_hop, h)))
             for r in self.resolve_expr(module, fn.qualname, ret.value, depth + 1, index):
                 if r.target.kind in ("def", "module", "unresolved"):
-                    out.append(Resolved(r.target, (call_hop, h, *r.chain)))
-        return out
+                    out.setdefault(r.target, Resolved(r.target, (call_hop, h, *r.chain)))
+        return list(out.values())
 
     def member(self, target: Target, attr: str, depth: int = 0) -> list[Resolved]:
         """``target.attr``: a module attribute, or a class member through the class hierarchy."""
@@ -323,8 +366,10 @@ class Resolver:
     def class_member(self, module: str, cls: Definition, attr: str, depth: int = 0,
                      seen: frozenset[tuple[str, str]] = frozenset()) -> list[Resolved]:
         """``attr`` in ``cls`` or, when not defined there, in its bases (left to right, depth first)."""
-        if depth > _MAX_DEPTH or (module, cls.qualname) in seen:
+        if (module, cls.qualname) in seen:
             return []
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, cls.line, attr, f"the bases of {cls.qualname}")
         seen = seen | {(module, cls.qualname)}
         facts = self.modules.facts(module)
         if facts is None:

@@ -216,8 +216,11 @@ class _Query:
             done.update(todo)
             for facts in self.index.load_files(self.words.containing(todo)):
                 for ret in facts.returns:
-                    # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not.
-                    if ret.scope and _refers(ret.value, names):
+                    # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not,
+                    # but `return helper(...)` of a helper that hands it out does.
+                    value = ret.value
+                    if ret.scope and (_refers(value, names)
+                                      or (isinstance(value, Call) and _refers(value.func, returners))):
                         returners.add(ret.scope.rsplit(".", 1)[-1])
                 for a in facts.assigns:
                     value = a.value
@@ -292,6 +295,6 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None) -> Where
     defs, unresolved, keys = q.collect()
     sites = q.call_sites(defs, keys) if defs else []
     sugg = q.suggestions() if not defs and not unresolved else []
-    stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded}
+    stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded, "steps": q.r.steps}
     return WhereResult(symbol, tuple(defs), tuple(sites), tuple(unresolved), tuple(sugg),
                        tuple(index.diagnostics), stats)
