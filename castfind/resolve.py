@@ -26,6 +26,7 @@ from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Impo
 from castfind.index import Index
 from castfind.memo import Tracker
 from castfind.modules import Modules
+from castfind.words import Words
 
 _MAX_DEPTH = 160  # about 3.5 Python frames per unit: well inside the default recursion limit
 #: Resolution steps (calls of :meth:`Resolver.resolve_expr`, :meth:`~Resolver.returns_of` and
@@ -98,6 +99,7 @@ class Resolver:
         self._walk_start = 0  # ``steps`` when the outermost resolution now running began
         self._nesting = 0
         self.budget = STEP_BUDGET
+        self._words: Words | None = None
 
     # -- budgets --------------------------------------------------------------------------------
     def _step(self) -> bool:
@@ -161,9 +163,14 @@ class Resolver:
             for imp in facts.imports:
                 if imp.scope == "" and imp.name == "*":
                     src = absolute_module(module, facts.is_package, imp)
-                    if name in self.exports(src):
+                    if self.star_exports(src, name):
                         h = self.hop(module, imp.line, "star-import")
                         out += [Resolved(r.target, (h, *r.chain)) for r in self.lookup(src, name, depth + 1)]
+        if not out and facts.is_package and self.modules.has(f"{module}.{name}"):
+            # `from pkg import _ops` imports the submodule before any `pkg.__getattr__` is asked.
+            out.append(Resolved(Target("module", f"{module}.{name}", name=name), ()))
+        if not out and facts.lazy:
+            out = self._lazy(module, facts, name, depth)
         if not out and "__getattr__" in self.definitions(module):
             lazy = [i for i in facts.imports if i.scope == "__getattr__" and i.bound == name]
             for imp in lazy:
@@ -172,10 +179,98 @@ class Resolver:
                 g = self.definitions(module)["__getattr__"]
                 out.append(Resolved(Target("unresolved", module, line=g.line, name=name,
                                            reason=f"{module}.__getattr__ may provide {name!r} at run time"), ()))
-        if not out and facts.is_package and self.modules.has(f"{module}.{name}"):
-            sub = f"{module}.{name}"
-            out.append(Resolved(Target("module", sub, name=name), ()))
         return out
+
+    def _lazy(self, module: str, facts: FileFacts, name: str, depth: int) -> list[Resolved]:
+        """``name`` provided lazily by the module (:class:`~castfind.facts.LazyExport`): its
+        ``__getattr__`` tables and branches, or a lazy-module table."""
+        out: list[Resolved] = []
+        for lz in facts.lazy:
+            if lz.name != name:
+                continue
+            h = self.hop(module, lz.line, "lazy-import")
+            if not lz.source:  # a module-level name returned for it (`return NewName` after a warning)
+                res = self.lookup(module, lz.attr, depth + 1) if lz.attr != name else []
+            else:
+                res = self._attribute_of(self._relative(module, facts.is_package, lz.source), lz.attr, depth)
+            out += [Resolved(r.target, (h, *r.chain)) for r in res]
+        if out or name.startswith("_"):
+            return out
+        for lz in facts.lazy:
+            if lz.name == "*" and lz.attr == "__all__":
+                # Every name in the `__all__` of a submodule: only files that hold the name are read.
+                pkg = self._relative(module, facts.is_package, lz.source)
+                h = self.hop(module, lz.line, "lazy-import")
+                if self._words is None:
+                    self._words = Words(self.index)
+                for sf in self._words.containing([name]):
+                    if not sf.module.startswith(pkg + "."):
+                        continue
+                    sub = self.index.facts_of(sf)
+                    if sub.all_names is not None and name in sub.all_names:
+                        out += [Resolved(r.target, (h, *r.chain)) for r in self.lookup(sf.module, name, depth + 1)]
+        return out
+
+    def _relative(self, module: str, is_package: bool, path: str) -> str:
+        """A module path as written in ``module`` (``.kernels.add``, ``..ops``, ``pkg.sub``), made absolute."""
+        rest = path.lstrip(".")
+        level = len(path) - len(rest)
+        return absolute_module(module, is_package, Import(rest.rstrip("."), None, None, level, 0, "", False))
+
+    def _attribute_of(self, src: str, attr: str, depth: int) -> list[Resolved]:
+        """``getattr(<module src>, attr)``; ``src`` may name a module or a module attribute (``pkg.sub.mod``)."""
+        if self.modules.has(src):
+            res = self.lookup(src, attr, depth + 1)
+            if not res and self.modules.has(f"{src}.{attr}"):
+                res = [Resolved(Target("module", f"{src}.{attr}", name=attr), ())]
+            return res
+        if "." not in src:
+            return [Resolved(Target("unresolved", src, name=attr,
+                                    reason=f"module {src} is in no root and not installed"), ())]
+        parent, last = src.rsplit(".", 1)
+        out: list[Resolved] = []
+        for base in self._attribute_of(parent, last, depth + 1):
+            if base.target.kind == "unresolved":
+                out.append(base)
+                continue
+            out += [Resolved(r.target, (*base.chain, *r.chain)) for r in self.member(base.target, attr, depth + 1)]
+        return out
+
+    def _holders(self, name: str) -> frozenset[str]:
+        """The modules whose file holds ``name`` as an identifier (text first: nothing is parsed)."""
+        def compute() -> frozenset[str]:
+            if self._words is None:
+                self._words = Words(self.index)
+            return frozenset(sf.module for sf in self._words.containing([name]))
+
+        return self.tracker.cached(("holders", name), compute, frozenset())
+
+    def star_exports(self, module: str, name: str) -> bool:
+        """Does ``from module import *`` bind ``name``? Demand-driven: a star import is followed only
+        into modules that hold the name or whose package does (``from .models import *`` of a few
+        hundred packages reads one)."""
+        def compute() -> bool:
+            facts = self.modules.facts(module)
+            if facts is None:
+                return False
+            if facts.all_names is not None:
+                return name in facts.all_names
+            if name.startswith("_"):
+                return False
+            if any(d.name == name and d.parent == "" for d in facts.definitions) or any(
+                    a.scope == "" and a.target == name for a in facts.assigns) or any(
+                    i.scope == "" and i.name != "*" and i.bound == name for i in facts.imports):
+                return True
+            holders = self._holders(name)
+            for imp in facts.imports:
+                if imp.scope == "" and imp.name == "*":
+                    src = absolute_module(module, facts.is_package, imp)
+                    if src != module and (src in holders or any(h.startswith(src + ".") for h in holders)) \
+                            and self.star_exports(src, name):
+                        return True
+            return False
+
+        return self.tracker.cached(("star-exports", module, name), compute, False)
 
     def exports(self, module: str) -> set[str]:
         """Names ``from module import *`` binds: ``__all__``, else every public top-level name."""

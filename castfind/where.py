@@ -232,6 +232,10 @@ class _Query:
                 for imp in facts.imports:
                     if imp.name in names and self._hits(self.r.resolve_binding(facts, imp), keys):
                         names.add(imp.bound)
+                for lz in facts.lazy:
+                    # A lazily provided name (`__getattr__` tables, deprecated aliases) for the definition.
+                    if lz.attr in names and lz.name not in names and self._hits(self.r.lookup(facts.module, lz.name), keys):
+                        names.add(lz.name)
 
     def call_sites(self, defs: list[WhereDefinition], keys: set[tuple[str, str]]) -> list[Location]:
         names = self.alias_names({self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs}, keys)

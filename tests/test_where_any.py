@@ -71,3 +71,60 @@ def test_mutually_recursive_helpers_terminate(tmp_path):
         "def b(n):\n    return a(n)\n\nfn = a(3)\n")
     res = where(_index(tmp_path), "rec.m.fn")
     assert [d.qualname for d in res.definitions] == ["rec.m.kernel"]
+
+
+# --------------------------------------------------------------------------- fixtures/lazy
+
+LAZY = Path(__file__).resolve().parents[1] / "fixtures" / "lazy"
+
+
+def _defs(symbol: str, **kw) -> list[tuple[str, str, int]]:
+    res = where(_index(LAZY), symbol, **kw)
+    return [(d.qualname, d.path, d.line) for d in res.definitions]
+
+
+def _def_line(rel: str, name: str) -> int:
+    return _line(LAZY / rel, f"def {name}(")
+
+
+def test_a_submodule_is_found_before_the_package_getattr():
+    assert _defs("lazykern._ops") == [("lazykern._ops", "lazykern/_ops.py", 1)]
+    res = where(_index(LAZY), "lazykern._ops.fused_step")
+    assert [(d.qualname, d.line) for d in res.definitions] == [
+        ("lazykern._ops.fused_step", _def_line("lazykern/_ops.py", "fused_step"))]
+    assert res.unresolved == ()
+    # `from lazykern import _ops as ops` ... `ops.fused_step(x)` is a call site of it.
+    assert [(c.path, c.line) for c in res.call_sites] == [
+        ("engine/step.py", _line(LAZY / "engine/step.py", "ops.fused_step(x)"))]
+
+
+def test_every_name_of_a_lazy_import_table_resolves_to_its_definition():
+    expected = {
+        "fast_add": ("lazykern.kernels.add.fast_add", "lazykern/kernels/add.py"),
+        "fast_mul": ("lazykern.kernels.mul.fast_mul", "lazykern/kernels/mul.py"),
+        "scale_rows": ("lazykern.rows.ops.scale_rows", "lazykern/rows/ops.py"),
+        "shift_rows": ("lazykern.rows.ops.shift_rows", "lazykern/rows/ops.py"),
+        # Bound only in `__getattr__`: the deprecated alias returns another module-level name.
+        "legacy_add": ("lazykern.core.run_core", "lazykern/core.py"),
+    }
+    for name, (qualname, path) in expected.items():
+        res = where(_index(LAZY), f"lazykern.{name}")
+        got = [(d.qualname, d.path, d.line) for d in res.definitions]
+        assert got == [(qualname, path, _def_line(path, qualname.rsplit(".", 1)[-1]))], (name, got, res.unresolved)
+        assert res.unresolved == (), name
+        assert any(h.kind == "lazy-import" for h in res.definitions[0].chain), name
+
+
+def test_calls_of_lazily_imported_names_are_call_sites():
+    res = where(_index(LAZY), "lazykern.kernels.add.fast_add")
+    assert [(c.path, c.line) for c in res.call_sites] == [
+        ("engine/step.py", _line(LAZY / "engine/step.py", "return fast_add("))]
+    res = where(_index(LAZY), "lazykern.core.run_core")
+    assert ("engine/step.py", _line(LAZY / "engine/step.py", "return legacy_add(x)")) in [
+        (c.path, c.line) for c in res.call_sites]
+
+
+def test_a_name_no_table_provides_still_reports_the_getattr():
+    res = where(_index(LAZY), "lazykern.not_there")
+    assert res.definitions == ()
+    assert [u.reason for u in res.unresolved] == ["lazykern.__getattr__ may provide 'not_there' at run time"]
