@@ -18,11 +18,25 @@ the scan use; underscore methods are this module's own.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Import, Name, Seq, dotted, from_dotted
+from castfind.facts import (
+    Assign,
+    Attr,
+    Call,
+    Const,
+    Definition,
+    Expr,
+    FileFacts,
+    Import,
+    Name,
+    Seq,
+    dotted,
+    from_dotted,
+)
 from castfind.index import Index
 from castfind.memo import Tracker
 from castfind.modules import Modules
@@ -413,10 +427,104 @@ class Resolver:
                 if t.kind == "def" and t.definition is not None and t.definition.kind == "class":
                     out.append(Resolved(Target("instance", t.module, t.definition, t.line, name=t.name), fn.chain))
                 elif t.kind == "def" and t.definition is not None:
-                    out += [Resolved(r.target, (*fn.chain, *r.chain))
-                            for r in self.returns_of(t.module, t.definition, index, depth + 1)]
+                    got = self.returns_of(t.module, t.definition, index, depth + 1)
+                    local = f"{t.module}.{t.definition.qualname}.<locals>."
+                    if index is None and all(r.target.kind == "unresolved" or (
+                            r.target.definition is not None
+                            and f"{r.target.module}.{r.target.definition.qualname}".startswith(local)) for r in got):
+                        # `lazy("pkg.sub", "fn")`: the literal strings may say what it returns (or what
+                        # the closure it returns calls), which beats "computed at run time".
+                        bound = self._bind_strings(t.definition, expr, {})
+                        if bound:
+                            got = self._dispatched(t.module, t.definition, bound, depth + 1) or got
+                    out += [Resolved(r.target, (*fn.chain, *r.chain)) for r in got]
             return out
         return []
+
+    # -- string dispatch ------------------------------------------------------------------------
+    @staticmethod
+    def _string(expr: Expr, env: dict[str, str]) -> str | None:
+        """A string literal, or a name bound to one in ``env``."""
+        if isinstance(expr, Const):
+            try:
+                value = ast.literal_eval(expr.text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+            return value if isinstance(value, str) else None
+        if isinstance(expr, Name):
+            return env.get(expr.id)
+        return None
+
+    def _bind_strings(self, fn: Definition, call: Call, env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        """The parameters of ``fn`` that ``call`` passes a string literal (or a name of ``env``)."""
+        out: dict[str, str] = {}
+        params = fn.params[1:] if fn.kind == "method" and "staticmethod" not in fn.decorators else fn.params
+        for param, arg in zip(params[: fn.positional], call.args, strict=False):
+            if (v := self._string(arg, env)) is not None:
+                out[param] = v
+        for key, arg in call.kwargs:
+            if key in params and (v := self._string(arg, env)) is not None:
+                out[key] = v
+        return tuple(sorted(out.items()))
+
+    def _dispatched(self, module: str, fn: Definition, bound: tuple[tuple[str, str], ...],
+                    depth: int) -> list[Resolved]:
+        """What ``fn`` returns when its parameters hold the strings ``bound``: ``getattr(import_module(
+        mod), attr)``, a helper called with them, or a closure that calls what such a helper returns."""
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, fn.line, fn.name, f"what {fn.qualname} returns for {dict(bound)}")
+        self._nesting += 1
+        try:
+            return self.tracker.cached(("dispatch", module, fn.qualname, bound),
+                                       lambda: self._dispatched_now(module, fn, dict(bound), depth), [])
+        finally:
+            self._nesting -= 1
+
+    def _dispatched_now(self, module: str, fn: Definition, env: dict[str, str], depth: int) -> list[Resolved]:
+        facts = self.modules.facts(module)
+        if facts is None:
+            return []
+        out: list[Resolved] = []
+        call_hop = self.hop(module, fn.line, "call")
+        defs = self.definitions(module)
+        for ret in facts.returns:
+            if ret.scope != fn.qualname:
+                continue
+            h = self.hop(module, ret.line, "return")
+            for r in self._dispatch_value(module, fn.qualname, ret.value, env, depth):
+                out.append(Resolved(r.target, (call_hop, h, *r.chain)))
+            nested = defs.get(f"{fn.qualname}.<locals>.{ret.value.id}") if isinstance(ret.value, Name) else None
+            if nested is None:
+                continue
+            # A closure returned: `def call(*a): return lazy(mod, attr)(*a)` calls what the strings name.
+            for inner in facts.returns:
+                if inner.scope == nested.qualname and isinstance(inner.value, Call) \
+                        and isinstance(inner.value.func, Call):
+                    h2 = self.hop(module, inner.line, "return")
+                    for r in self._dispatch_value(module, nested.qualname, inner.value.func, env, depth):
+                        out.append(Resolved(r.target, (call_hop, h, h2, *r.chain)))
+        return out
+
+    def _dispatch_value(self, module: str, scope: str, value: Expr, env: dict[str, str],
+                        depth: int) -> list[Resolved]:
+        if not isinstance(value, Call):
+            return []
+        fname = dotted(value.func)
+        if fname == "getattr" and len(value.args) >= 2 and isinstance(value.args[0], Call) \
+                and (dotted(value.args[0].func) or "").split(".")[-1] == "import_module" and value.args[0].args:
+            mod, attr = self._string(value.args[0].args[0], env), self._string(value.args[1], env)
+            if mod is None or attr is None or mod.startswith("."):
+                return []
+            return self._attribute_of(mod, attr, depth)
+        out: list[Resolved] = []
+        for fn in self.resolve_expr(module, scope, value.func, depth + 1):
+            t = fn.target
+            if t.kind == "def" and t.definition is not None and t.definition.kind != "class":
+                bound = self._bind_strings(t.definition, value, env)
+                if bound:
+                    out += [Resolved(r.target, (*fn.chain, *r.chain))
+                            for r in self._dispatched(t.module, t.definition, bound, depth + 1)]
+        return out
 
     def returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
         """What a function returns, resolved in its own scope (``return imported_fn, X``); memoised

@@ -128,3 +128,45 @@ def test_a_name_no_table_provides_still_reports_the_getattr():
     res = where(_index(LAZY), "lazykern.not_there")
     assert res.definitions == ()
     assert [u.reason for u in res.unresolved] == ["lazykern.__getattr__ may provide 'not_there' at run time"]
+
+
+def test_string_dispatch_goes_through_the_literal_module_path_and_name():
+    dispatch = LAZY / "engine/dispatch.py"
+    assert _defs("engine.dispatch.fused_mul") == [
+        ("lazykern.kernels.mul.fast_mul", "lazykern/kernels/mul.py", _def_line("lazykern/kernels/mul.py", "fast_mul"))]
+    # A closure that calls what the helper returns for its (captured) strings.
+    assert _defs("engine.dispatch.scaled") == [
+        ("lazykern.rows.ops.scale_rows", "lazykern/rows/ops.py", _def_line("lazykern/rows/ops.py", "scale_rows"))]
+    run = _line(dispatch, "return fused_mul(x, scaled(x, 2))")
+    assert ("engine/dispatch.py", run) in [(c.path, c.line) for c in where(_index(LAZY), "lazykern.kernels.mul.fast_mul").call_sites]
+    assert ("engine/dispatch.py", run) in [(c.path, c.line) for c in where(_index(LAZY), "lazykern.rows.ops.scale_rows").call_sites]
+    # The helper alone still says why it cannot be followed.
+    res = where(_index(LAZY), "engine.dispatch.lazy", at=None)
+    assert [d.qualname for d in res.definitions] == ["engine.dispatch.lazy"]
+
+
+def test_an_attribute_chain_resolves_through_the_assigned_type():
+    attn = LAZY / "engine/attn.py"
+    line = [i for i, t in enumerate(attn.read_text().splitlines(), 1) if "self.kv_pool.get_key_buffer" in t][0]
+    res = where(_index(LAZY), "self.kv_pool.get_key_buffer", at=("engine/attn.py", line))
+    pools = LAZY / "engine/pools.py"
+    assert [(d.qualname, d.line, d.dynamic) for d in res.definitions] == [
+        ("engine.pools.PagedPool.get_key_buffer", _line(pools, 'return ("paged", layer)') - 1, False),
+        ("engine.pools.FlatPool.get_key_buffer", _line(pools, 'return ("flat", layer)') - 1, False),
+    ]
+
+
+def test_an_attribute_of_unknown_type_lists_every_candidate_most_likely_first():
+    attn = LAZY / "engine/attn.py"
+    line = [i for i, t in enumerate(attn.read_text().splitlines(), 1) if "self.kv_pool.get_key_buffer" in t][1]
+    res = where(_index(LAZY), "self.kv_pool.get_key_buffer", at=("engine/attn.py", line))
+    got = [(d.qualname, d.dynamic) for d in res.definitions]
+    # PagedPool and FlatPool instances are assigned to `.kv_pool` (Runner.__init__); BasePool is their
+    # base; TextCache only shares the method's name.
+    assert got == [("engine.pools.PagedPool.get_key_buffer", True), ("engine.pools.FlatPool.get_key_buffer", True),
+                   ("engine.pools.BasePool.get_key_buffer", True), ("engine.textcache.TextCache.get_key_buffer", True)]
+    assert all("the type of self.kv_pool is not known here" in d.reason for d in res.definitions)
+    assert "assigns a PagedPool to .kv_pool" in res.definitions[0].reason
+    doc = res.to_dict()["definitions"][0]
+    assert doc["dynamic"] is True and doc["reason"] == res.definitions[0].reason
+    assert "dynamic" not in where(_index(LAZY), "engine.pools.FlatPool.get_key_buffer").to_dict()["definitions"][0]
