@@ -16,7 +16,10 @@ def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None, **in
     """Resolve ``symbol`` across ``roots``: definitions, the chain of hops to each, call sites."""
     index_options.setdefault("follow_installed", True)
     index = open_index(roots, **index_options)
-    return _where(index, symbol, at)
+    try:
+        return _where(index, symbol, at)
+    finally:
+        index.save_stats()
 
 
 def scan(

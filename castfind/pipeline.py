@@ -262,6 +262,7 @@ def save_memo(scan_plan: ScanPlan) -> None:
     """Store what :func:`run` added to the carried results, so the next scan of the same
     configuration replays it. Nothing is written when nothing changed or there is no cache."""
     memo, cache = scan_plan.memo, scan_plan.index.cache
+    scan_plan.index.save_stats()
     if memo is not None and memo.dirty and cache is not None and scan_plan.memo_key is not None:
         from castfind import memo as carried
 
