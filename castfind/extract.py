@@ -1006,7 +1006,7 @@ def lazy_exports(tree: ast.Module) -> tuple[LazyExport, ...]:
                 # `__all__` of a submodule of the package (under `prefix`, when given).
                 assert isinstance(arg, ast.Call)
                 prefix = next((_str(k.value) for k in arg.keywords if k.arg == "prefix"), None)
-                out.append(LazyExport("*", call.lineno, "." + (prefix or ""), "__all__"))
+                out.append(LazyExport("*", call.lineno, "." + (prefix or ""), "__all__", "module"))
                 # transformers merges its hand-written `_import_structure` into the built one.
                 names = [t for t in tables if "import_structure" in t]
             elif isinstance(arg, ast.Name) and arg.id in tables:
@@ -1016,7 +1016,7 @@ def lazy_exports(tree: ast.Module) -> tuple[LazyExport, ...]:
             # `_LazyModule(__name__, __file__, _import_structure)`: {"sub.module": ["Name", ...]}.
             for t in names:
                 for mod, members in tables[t].items():
-                    out += [LazyExport(n, call.lineno, "." + mod, n) for n in members]
+                    out += [LazyExport(n, call.lineno, "." + mod, n, "module") for n in members]
     return tuple(dict.fromkeys(out))
 
 

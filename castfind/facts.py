@@ -17,7 +17,7 @@ from castfind import casts
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"12-{casts.digest()}"
+EXTRACTOR_VERSION = f"13-{casts.digest()}"
 
 DefKind = Literal["function", "method", "class"]
 
@@ -291,6 +291,9 @@ class LazyExport:
     line: int
     source: str
     attr: str
+    #: ``module``: the module object is replaced (``sys.modules[__name__] = _LazyModule(...)``), so at
+    #: run time the table is what the module provides; ``getattr``: asked only for names it lacks.
+    kind: Literal["getattr", "module"] = "getattr"
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,6 +173,10 @@ class Resolver:
         if facts is None or depth > _MAX_DEPTH:
             return []
         out = self._bindings_in(facts, "", name, depth)
+        if not out and any(lz.kind == "module" for lz in facts.lazy):
+            # `sys.modules[__name__] = _LazyModule(...)`: at run time its table is the module (the
+            # star imports under `if TYPE_CHECKING:` are for type checkers).
+            out = self._lazy(module, facts, name, depth, "module")
         if not out:
             for imp in facts.imports:
                 if imp.scope == "" and imp.name == "*":
@@ -184,7 +188,7 @@ class Resolver:
             # `from pkg import _ops` imports the submodule before any `pkg.__getattr__` is asked.
             out.append(Resolved(Target("module", f"{module}.{name}", name=name), ()))
         if not out and facts.lazy:
-            out = self._lazy(module, facts, name, depth)
+            out = self._lazy(module, facts, name, depth, "getattr")
         if not out and "__getattr__" in self.definitions(module):
             lazy = [i for i in facts.imports if i.scope == "__getattr__" and i.bound == name]
             for imp in lazy:
@@ -195,12 +199,12 @@ class Resolver:
                                            reason=f"{module}.__getattr__ may provide {name!r} at run time"), ()))
         return out
 
-    def _lazy(self, module: str, facts: FileFacts, name: str, depth: int) -> list[Resolved]:
-        """``name`` provided lazily by the module (:class:`~castfind.facts.LazyExport`): its
+    def _lazy(self, module: str, facts: FileFacts, name: str, depth: int, kind: str) -> list[Resolved]:
+        """``name`` provided lazily by the module (:class:`~castfind.facts.LazyExport` of ``kind``): its
         ``__getattr__`` tables and branches, or a lazy-module table."""
         out: list[Resolved] = []
         for lz in facts.lazy:
-            if lz.name != name:
+            if lz.name != name or lz.kind != kind:
                 continue
             h = self.hop(module, lz.line, "lazy-import")
             if not lz.source:  # a module-level name returned for it (`return NewName` after a warning)
@@ -210,15 +214,17 @@ class Resolver:
             out += [Resolved(r.target, (h, *r.chain)) for r in res]
         if out or name.startswith("_"):
             return out
+        quoted = (f'"{name}"'.encode(), f"'{name}'".encode())
         for lz in facts.lazy:
-            if lz.name == "*" and lz.attr == "__all__":
-                # Every name in the `__all__` of a submodule: only files that hold the name are read.
+            if lz.name == "*" and lz.attr == "__all__" and lz.kind == kind:
+                # Every name in the `__all__` of a submodule: only files that hold the name as a
+                # string (as `__all__` does) are read.
                 pkg = self._relative(module, facts.is_package, lz.source)
                 h = self.hop(module, lz.line, "lazy-import")
                 if self._words is None:
                     self._words = Words(self.index)
                 for sf in self._words.containing([name]):
-                    if not sf.module.startswith(pkg + "."):
+                    if not sf.module.startswith(pkg + ".") or not any(q in self.index.data(sf) for q in quoted):
                         continue
                     sub = self.index.facts_of(sf)
                     if sub.all_names is not None and name in sub.all_names:

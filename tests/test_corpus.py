@@ -158,3 +158,30 @@ def test_every_lazily_exported_name_of_flashinfer_fused_moe_and_mla_resolves(cor
                 checked += 1
             assert any(h.kind == "lazy-import" for x in got for h in x.chain), name
     assert checked >= 56  # 11 + 1 in fused_moe (the deprecated alias), 44 in mla
+
+
+@pytest.fixture(scope="module")
+def transformers_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("castfind-transformers-cache")
+
+
+@pytest.mark.parametrize("name, module", [
+    ("LlamaForCausalLM", "transformers.models.llama.modeling_llama"),
+    ("AutoModelForCausalLM", "transformers.models.auto.modeling_auto"),
+])
+def test_where_resolves_transformers_lazy_exports_through_the_lazy_module(transformers_root, transformers_cache, name,
+                                                                          module):
+    # Demand-driven: a dotted symbol parses the modules on its way, never the whole wheel.
+    r = run_castfind("where", f"transformers.{name}", "--root", str(transformers_root), "--no-follow-installed",
+                     "--cache-dir", str(transformers_cache), "--json")
+    assert r.returncode == 0, r.stderr
+    defs = json.loads(r.stdout)["definitions"]
+    first = defs[0]
+    assert (first["qualname"], first["kind"]) == (f"{module}.{name}", "class")
+    source = (transformers_root / first["path"]).read_text(encoding="utf-8").splitlines()
+    assert source[first["line"] - 1].startswith(f"class {name}(")
+    # The first hop is the `_LazyModule(...)` of transformers/__init__.py, not a TYPE_CHECKING import.
+    hop = first["chain"][0]
+    assert hop["path"] == "transformers/__init__.py" and hop["kind"] == "lazy-import"
+    init = (transformers_root / "transformers" / "__init__.py").read_text(encoding="utf-8").splitlines()
+    assert "_LazyModule(" in init[hop["line"] - 1]
