@@ -26,7 +26,10 @@ def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
         report_exclude = load_config(first if first.is_dir() else first.parent).report_exclude
     index_options.setdefault("follow_installed", True)
     index = open_index(roots, **index_options)
-    return _where(index, symbol, at, report_exclude)
+    try:
+        return _where(index, symbol, at, report_exclude)
+    finally:
+        index.save_stats()
 
 
 def scan(

@@ -26,7 +26,12 @@ CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS idents (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS memo (key TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS stats (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 """
+
+#: What a file's stat must still be for its stored content digest to be trusted (as git's index
+#: and ruff's cache do): size, mtime, inode and ctime, all in nanoseconds where they are times.
+Stat = tuple[int, int, int, int]
 
 
 def encode_facts(facts: Any) -> bytes:
@@ -45,9 +50,18 @@ def default_cache_dir() -> Path:
     return Path(base) / "castfind"
 
 
+def content_digest(data: bytes) -> str:
+    """The digest of a file's bytes (what the stat index stores)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def content_key(data: bytes) -> str:
     """Cache key of a file's bytes for the current extractor."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest() + f"-v{EXTRACTOR_VERSION}"
+    return key_of_digest(content_digest(data))
+
+
+def key_of_digest(digest: str) -> str:
+    return digest + f"-v{EXTRACTOR_VERSION}"
 
 
 class Cache:
@@ -169,6 +183,22 @@ class Cache:
     def put_memo(self, key: str, data: bytes) -> None:
         """Replace one configuration's carried results in one transaction (last writer wins)."""
         self._write("memo", [(key, data)])
+
+    def get_stats(self, paths: Iterable[str]) -> dict[str, tuple[Stat, str]]:
+        """The stat index: absolute path → (stat when hashed, content digest), for the paths present."""
+        out: dict[str, tuple[Stat, str]] = {}
+        for path, blob in self._select("stats", paths).items():
+            try:
+                size, mtime, ino, ctime, digest = bytes(blob).decode("ascii").split(":")
+                out[path] = ((int(size), int(mtime), int(ino), int(ctime)), digest)
+            except (ValueError, UnicodeDecodeError):
+                continue  # a damaged row: the file is hashed again and the row replaced
+        return out
+
+    def put_stats(self, rows: dict[str, tuple[Stat, str]]) -> None:
+        """Record the stat each file had when its content digest was computed (one transaction)."""
+        self._write("stats", [(path, ":".join(map(str, (*st, digest))).encode("ascii"))
+                              for path, (st, digest) in rows.items()])
 
     def close(self) -> None:
         if self._conn is not None:

@@ -32,6 +32,7 @@ from castfind.facts import (
     FileFacts,
     Guard,
     Import,
+    LazyExport,
     Name,
     Other,
     Return,
@@ -745,7 +746,8 @@ def _bracket_depth(source: bytes) -> int:
 
 
 def _python_verdict(source: bytes, path: str,
-                    branches: list[tuple[int, int, int, int]] | None = None) -> tuple[int, tuple[int, str] | None]:
+                    branches: list[tuple[int, int, int, int]] | None = None,
+                    lazy: list[LazyExport] | None = None) -> tuple[int, tuple[int, str] | None]:
     """(tree depth, None) when CPython parses the file, else (0, (line, message)) — or, when its own
     parser ran out of stack, (``MAX_DEPTH + 1``, (line, message)).
 
@@ -760,7 +762,10 @@ def _python_verdict(source: bytes, path: str,
         return MAX_DEPTH + 1, (1, f"too deeply nested for Python's own parser ({type(e).__name__})")
     except ValueError as e:  # e.g. NUL bytes
         return 0, (1, f"cannot parse: {e}")
-    return _tree_depth(tree, branches), None
+    depth = _tree_depth(tree, branches)
+    if lazy is not None and depth <= MAX_DEPTH and isinstance(tree, ast.Module):
+        lazy += lazy_exports(tree)
+    return depth, None
 
 
 def extract_source(source: bytes, module: str, path: str, is_package: bool) -> FileFacts:
@@ -771,7 +776,8 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
     lost: the scan reports the file and exits non-zero).
     """
     branches: list[tuple[int, int, int, int]] = []
-    depth, rejected = _python_verdict(source, path, branches)
+    lazy: list[LazyExport] = []
+    depth, rejected = _python_verdict(source, path, branches, lazy)
     if depth > MAX_DEPTH:
         why = rejected[1] if rejected else f"{depth} levels deep, castfind's parser takes {MAX_DEPTH}"
         return FileFacts(module, path, is_package, error=(1, f"too deeply nested: {why}"),
@@ -813,4 +819,208 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         dynamic=tuple(w.dynamic),
         all_names=tuple(w.all_names) if w.all_names is not None else None,
         annotations=tuple(w.annotations),
+        lazy=tuple(lazy),
     )
+
+
+# -- names provided lazily ----------------------------------------------------------------------
+
+_STR_SEQS = (ast.List, ast.Tuple, ast.Set)
+
+
+def _strs(node: ast.AST | None) -> tuple[str, ...] | None:
+    """A literal list/tuple/set of strings (also ``frozenset({...})``, ``set([...])``), else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set", "tuple", "list") \
+            and len(node.args) == 1 and not node.keywords:
+        node = node.args[0]
+    if isinstance(node, _STR_SEQS) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        return tuple(e.value for e in node.elts)  # type: ignore[attr-defined]
+    return None
+
+
+def _str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _tables(tree: ast.Module) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Module-level literal tables: name → {key: values}; a dict ``{"n": "mod"}`` gives ``{"n": ("mod",)}``,
+    ``{"mod": ["a", "b"]}`` gives ``{"mod": ("a", "b")}``, a set of names ``{"n": ()}``. Also grown by
+    ``T["k"] = [...]`` and ``T["k"].extend([...])`` at module level (inside ``if``/``try`` too)."""
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        st = stack.pop(0)
+        if isinstance(st, (ast.If, ast.Try)):
+            stack[:0] = [*st.body, *st.orelse, *getattr(st, "finalbody", []),
+                         *(s for h in getattr(st, "handlers", []) for s in h.body)]
+            continue
+        target = value = None
+        if isinstance(st, ast.Assign) and len(st.targets) == 1:
+            target, value = st.targets[0], st.value
+        elif isinstance(st, ast.AnnAssign):
+            target, value = st.target, st.value
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute) \
+                and st.value.func.attr == "extend" and len(st.value.args) == 1:
+            target, value = st.value.func.value, st.value.args[0]
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                key, vals = _str(target.slice), _strs(value)
+                if key is not None and vals is not None and target.value.id in out:
+                    grown = out[target.value.id]
+                    grown[key] = grown.get(key, ()) + vals
+            continue
+        if isinstance(target, ast.Name) and value is not None:
+            if isinstance(value, ast.Dict):
+                table: dict[str, tuple[str, ...]] = {}
+                for k, v in zip(value.keys, value.values, strict=True):
+                    key, one, many = _str(k), _str(v), _strs(v)
+                    if key is not None and (one is not None or many is not None):
+                        table[key] = (one,) if one is not None else many  # type: ignore[assignment]
+                out[target.id] = table
+            elif (names := _strs(value)) is not None:
+                out[target.id] = {n: () for n in names}
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id in out:
+            key, vals = _str(target.slice), _strs(value)
+            if key is not None and vals is not None:
+                out[target.value.id][key] = vals
+    return out
+
+
+class _LazyGetattr:
+    """What a module ``__getattr__(name)`` returns for which names (see :class:`LazyExport`)."""
+
+    def __init__(self, fn: ast.FunctionDef, tables: dict[str, dict[str, tuple[str, ...]]]) -> None:
+        self.param = fn.args.args[0].arg if fn.args.args else ""
+        self.tables = tables
+        self.out: list[LazyExport] = []
+        self.locals = {n.id for st in ast.walk(fn) for n in ast.walk(st)
+                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        self.lookups: dict[str, str] = {}  # local → dict table it was looked up in with the name (`T.get(name)`)
+        self.modules: dict[str, str] = {}  # local → module path as written (`from . import rows`)
+        self._block(fn.body, None)
+
+    def _table_lookup(self, node: ast.AST) -> str | None:
+        """``T.get(name)`` / ``T[name]`` of a dict table: the table's name."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and isinstance(node.func.value, ast.Name) and node.args and _is_name(node.args[0], self.param):
+            t = node.func.value.id
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and _is_name(node.slice, self.param):
+            t = node.value.id
+        else:
+            return None
+        return t if t in self.tables else None
+
+    def _names_of_test(self, test: ast.AST, names: frozenset[str] | None) -> frozenset[str] | None:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_name(test.left, self.param):
+            right, op = test.comparators[0], test.ops[0]
+            if isinstance(op, ast.In):
+                if isinstance(right, ast.Name) and right.id in self.tables:
+                    return frozenset(self.tables[right.id])
+                if (lit := _strs(right)) is not None:
+                    return frozenset(lit)
+            if isinstance(op, ast.Eq) and (s := _str(right)) is not None:
+                return frozenset({s})
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq)):
+            test = test.left
+        if isinstance(test, ast.Name) and test.id in self.lookups:
+            return frozenset(self.tables[self.lookups[test.id]])
+        return names
+
+    def _block(self, body: list[ast.stmt], names: frozenset[str] | None) -> None:
+        for st in body:
+            if isinstance(st, ast.If):
+                self._block(st.body, self._names_of_test(st.test, names))
+                self._block(st.orelse, names)
+            elif isinstance(st, (ast.Try, ast.With)):
+                self._block(st.body, names)
+            elif isinstance(st, ast.ImportFrom):
+                dots = "." * st.level
+                for a in st.names:
+                    path = f"{dots}{st.module}.{a.name}" if st.module else f"{dots}{a.name}"
+                    self.modules[a.asname or a.name] = path
+            elif isinstance(st, ast.Import):
+                for a in st.names:
+                    self.modules[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(st, (ast.Assign, ast.Return)) and st.value is not None:
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                    t = self._table_lookup(st.value)
+                    if t is not None:
+                        self.lookups[st.targets[0].id] = t
+                        continue
+                self._value(st.value, st.lineno, names, isinstance(st, ast.Return))
+
+    def _module_of(self, node: ast.AST, name: str) -> str | None:
+        """The module path an expression stands for when ``__getattr__`` is asked for ``name``."""
+        if isinstance(node, ast.Name) and node.id in self.modules:
+            return self.modules[node.id]
+        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id == "import_module"
+                                           or isinstance(node.func, ast.Attribute) and node.func.attr == "import_module") \
+                and node.args:
+            arg = node.args[0]
+            if (s := _str(arg)) is not None:
+                return s
+            if isinstance(arg, ast.Name) and arg.id in self.lookups:
+                values = self.tables[self.lookups[arg.id]].get(name, ())
+                return values[0] if len(values) == 1 else None
+            if self._table_lookup(arg) is not None:
+                values = self.tables[self._table_lookup(arg) or ""].get(name, ())
+                return values[0] if len(values) == 1 else None
+        return None
+
+    def _value(self, value: ast.AST, line: int, names: frozenset[str] | None, returned: bool) -> None:
+        if names is None:
+            return
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
+                and len(value.args) >= 2 and _is_name(value.args[1], self.param):
+            for n in sorted(names):
+                src = self._module_of(value.args[0], n)
+                if src is not None:
+                    self.out.append(LazyExport(n, line, src, n))
+        elif returned and isinstance(value, ast.Name) and value.id not in self.locals and value.id != self.param:
+            self.out += [LazyExport(n, line, "", value.id) for n in sorted(names)]
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def lazy_exports(tree: ast.Module) -> tuple[LazyExport, ...]:
+    """The names a module provides lazily (:class:`~castfind.facts.LazyExport`)."""
+    getattr_fn = next((st for st in tree.body if isinstance(st, ast.FunctionDef) and st.name == "__getattr__"), None)
+    lazy_calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                  and (n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else "")
+                  .endswith("LazyModule")]
+    if getattr_fn is None and not lazy_calls:
+        return ()
+    tables = _tables(tree)
+    out: list[LazyExport] = []
+    if getattr_fn is not None:
+        out += _LazyGetattr(getattr_fn, tables).out
+    built = {st.targets[0].id: st.value for st in ast.walk(tree) if isinstance(st, ast.Assign)
+             and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and _is_structure_call(st.value)}
+    for call in lazy_calls:
+        for arg in (*call.args, *(k.value for k in call.keywords)):
+            if isinstance(arg, ast.Name) and arg.id in built:
+                arg = built[arg.id]
+            if _is_structure_call(arg):
+                # `_LazyModule(__name__, __file__, define_import_structure(_file))`: every name in the
+                # `__all__` of a submodule of the package (under `prefix`, when given).
+                assert isinstance(arg, ast.Call)
+                prefix = next((_str(k.value) for k in arg.keywords if k.arg == "prefix"), None)
+                out.append(LazyExport("*", call.lineno, "." + (prefix or ""), "__all__", "module"))
+                # transformers merges its hand-written `_import_structure` into the built one.
+                names = [t for t in tables if "import_structure" in t]
+            elif isinstance(arg, ast.Name) and arg.id in tables:
+                names = [arg.id]
+            else:
+                continue
+            # `_LazyModule(__name__, __file__, _import_structure)`: {"sub.module": ["Name", ...]}.
+            for t in names:
+                for mod, members in tables[t].items():
+                    out += [LazyExport(n, call.lineno, "." + mod, n, "module") for n in members]
+    return tuple(dict.fromkeys(out))
+
+
+def _is_structure_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (
+        (node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute)
+         else "") == "define_import_structure")

@@ -17,7 +17,7 @@ from castfind import casts
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"11-{casts.digest()}"
+EXTRACTOR_VERSION = f"13-{casts.digest()}"
 
 DefKind = Literal["function", "method", "class"]
 
@@ -277,6 +277,26 @@ class Dynamic:
 
 
 @dataclass(frozen=True, slots=True)
+class LazyExport:
+    """A name a module provides only when asked: through its module ``__getattr__`` (a table of
+    names or of name → module, a branch that imports a module, ``import_module(path, __name__)``,
+    a module-level name returned) or a lazy-module table (``_LazyModule(..., _import_structure)``).
+
+    ``source`` is the module to look ``attr`` up in, as written (``.kernels.add`` is relative to this
+    package, like ``from .kernels.add import ...``); an empty ``source`` means ``attr`` is a name of
+    this module returned for ``name`` (a deprecated alias).
+    """
+
+    name: str
+    line: int
+    source: str
+    attr: str
+    #: ``module``: the module object is replaced (``sys.modules[__name__] = _LazyModule(...)``), so at
+    #: run time the table is what the module provides; ``getattr``: asked only for names it lacks.
+    kind: Literal["getattr", "module"] = "getattr"
+
+
+@dataclass(frozen=True, slots=True)
 class FileFacts:
     """Everything castfind needs from one source file."""
 
@@ -300,6 +320,8 @@ class FileFacts:
     #: Each ``if`` with an ``else``: (first, last line of its body, first, last line of its else). A name
     #: assigned in one branch is not what a use in the other branch reads.
     branches: tuple[tuple[int, int, int, int], ...] = ()
+    #: Names provided lazily (module ``__getattr__``, lazy-module tables).
+    lazy: tuple[LazyExport, ...] = ()
 
 
 def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
@@ -310,5 +332,5 @@ def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
 # fields() for every object; a warm scan loads millions of these records from the cache. Pickling
 # them as a constructor call with positional values is several times faster.
 for _cls in (Name, Attr, Call, Slice, Subscript, Const, Seq, Other, Import, Assign, CallSite, Return, Guard,
-             Cast, Definition, Dynamic, FileFacts, Annotation):
+             Cast, Definition, Dynamic, FileFacts, Annotation, LazyExport):
     _cls.__reduce__ = _reduce  # type: ignore[method-assign]

@@ -14,12 +14,13 @@ dependency tracker of :mod:`castfind.memo`, which alone records dependencies.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Protocol
 
 from castfind import sourcetext
-from castfind.cache import Cache, content_key
+from castfind.cache import Cache, Stat, content_digest, key_of_digest
 from castfind.discover import DEFAULT_MAX_FILE_SIZE, SourceFile, discover
 from castfind.extract import extract_source
 from castfind.facts import FileFacts
@@ -28,6 +29,9 @@ from castfind.workers import Extracted, Job, ProgressFn, encoded, extract_in_poo
 
 # Below this many misses a process pool costs more than it saves.
 _POOL_MIN = 24
+#: A file modified this recently when it was read may change again within the clock's granularity
+#: without its stat changing ("racily clean", as git calls it): its stat is not recorded.
+_RACY_NS = 2_000_000_000
 
 
 class ReadObserver(Protocol):
@@ -59,6 +63,12 @@ class Index:
         self._facts: dict[str, FileFacts] = {}
         self._data: dict[str, bytes] = {}
         self._keys: dict[str, str] = {}
+        #: The stat index (:meth:`key`): what the cache knew, the stats taken when files were read,
+        #: and the rows to record.
+        self._stats: dict[str, tuple[Stat, str]] | None = None
+        self._read_stat: dict[str, Stat] = {}
+        self._new_stats: dict[str, tuple[Stat, str]] = {}
+        self.hashed = 0  # files whose bytes were hashed in this run (the stat index spares the rest)
         self.diagnostics: list[Diagnostic] = []
         self.file_diagnostics: dict[str, list[Diagnostic]] = {}  # abspath → its parse diagnostics
         self.parsed = 0  # files extracted (cache misses) in this run
@@ -104,6 +114,8 @@ class Index:
         if d is None:
             try:
                 with open(sf.abspath, "rb") as fh:
+                    # The stat before the bytes: a change after it shows in the next run's stat.
+                    self._read_stat[sf.abspath] = _stat_of(os.fstat(fh.fileno()))
                     d = fh.read()
             except OSError as e:
                 self.diagnostics.append(Diagnostic(sf.path, 1, f"cannot read: {e.strerror}", "read-error"))
@@ -124,12 +136,55 @@ class Index:
         return ls[line - 1].strip() if 0 < line <= len(ls) else ""
 
     def key(self, sf: SourceFile) -> str:
-        """The file's content key (the cache's address for its facts)."""
+        """The file's content key (the cache's address for its facts).
+
+        With a cache, a *stat index* (path → size, mtime, inode, ctime, content digest; like git's
+        index) spares reading and hashing a file whose stat is what it was when it was hashed. What
+        stays content-addressed is the key; only the digest of an unchanged stat is reused. As with
+        git, a change that leaves size, mtime, inode *and* ctime as they were is not seen (ctime
+        cannot be set back by a user; a filesystem that does not keep it weakens this); files
+        modified within 2 s of being read are never recorded, so a racy write is hashed again.
+        """
         k = self._keys.get(sf.abspath)
         if k is None:
-            k = content_key(self.data(sf))
+            digest = self._digest_from_stat(sf)
+            if digest is None:
+                data = self.data(sf)
+                digest = content_digest(data)
+                self.hashed += 1
+                st = self._read_stat.get(sf.abspath)
+                if self.cache is not None and st is not None and time.time_ns() - st[1] > _RACY_NS:
+                    self._new_stats[sf.abspath] = (st, digest)
+                    if len(self._new_stats) >= 2048:
+                        self.save_stats()
+            k = key_of_digest(digest)
             self._keys[sf.abspath] = k
         return k
+
+    def _digest_from_stat(self, sf: SourceFile) -> str | None:
+        if self.cache is None:
+            return None
+        if self._stats is None:
+            self._stats = self.cache.get_stats(f.abspath for f in self.files)
+        known = self._stats.get(sf.abspath)
+        if known is None:
+            return None
+        # Bytes read already are judged by the stat they had when read.
+        st = self._read_stat.get(sf.abspath)
+        if st is None:
+            try:
+                st = _stat_of(os.stat(sf.abspath))
+            except OSError:
+                return None
+        return known[1] if st == known[0] else None
+
+    def save_stats(self) -> None:
+        """Record the stats of the files hashed so far (one transaction; a no-op without a cache)."""
+        if self.cache is not None and self._new_stats:
+            self.cache.put_stats(self._new_stats)
+            if self._stats is not None:
+                self._stats.update(self._new_stats)
+            self._new_stats = {}
 
     # -- facts ----------------------------------------------------------------------------------
     def facts_of(self, sf: SourceFile) -> FileFacts:
@@ -156,6 +211,7 @@ class Index:
                     misses.append(sf)
             if misses:
                 self._extract(misses)
+        self.save_stats()
         return [self._facts[sf.abspath] for sf in files]
 
     def _store(self, sf: SourceFile, facts: FileFacts) -> None:
@@ -194,3 +250,7 @@ class Index:
             to_cache[self.key(sf)] = blob
         if self.cache:
             self.cache.put_blobs(to_cache)
+
+
+def _stat_of(st: os.stat_result) -> Stat:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)

@@ -18,16 +18,35 @@ the scan use; underscore methods are this module's own.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from castfind.facts import Assign, Attr, Call, Definition, Expr, FileFacts, Import, Name, Seq, dotted, from_dotted
+from castfind.facts import (
+    Assign,
+    Attr,
+    Call,
+    Const,
+    Definition,
+    Expr,
+    FileFacts,
+    Import,
+    Name,
+    Seq,
+    dotted,
+    from_dotted,
+)
 from castfind.index import Index
 from castfind.memo import Tracker
 from castfind.modules import Modules
+from castfind.words import Words
 
-_MAX_DEPTH = 48
+_MAX_DEPTH = 160  # about 3.5 Python frames per unit: well inside the default recursion limit
+#: Resolution steps (calls of :meth:`Resolver.resolve_expr`, :meth:`~Resolver.returns_of` and
+#: :meth:`~Resolver.class_member`) one outermost resolution may take before the rest of it is
+#: reported as ``unresolved``. Memoised steps cost one each, so real code stays far below it.
+STEP_BUDGET = 20_000
 
 HopKind = Literal["import", "alias", "call", "return", "def", "star-import", "lazy-import", "base", "module"]
 #: ``def`` (a function or class definition), ``module``, ``variable``/``alias`` (a module-level name
@@ -89,6 +108,26 @@ class Resolver:
         self.index = index
         self.modules = modules if modules is not None else Modules(index)
         self.tracker = Tracker.of(index)
+        #: Steps taken by every resolution of this resolver (``where`` reports it; tests bound it).
+        self.steps = 0
+        self._walk_start = 0  # ``steps`` when the outermost resolution now running began
+        self._nesting = 0
+        self.budget = STEP_BUDGET
+        self._words: Words | None = None
+
+    # -- budgets --------------------------------------------------------------------------------
+    def _step(self) -> bool:
+        """Count one step; False once the outermost resolution running has spent its budget."""
+        if self._nesting == 0:
+            self._walk_start = self.steps
+        self.steps += 1
+        return self.steps - self._walk_start <= self.budget
+
+    def _over(self, module: str, line: int, name: str, what: str) -> list[Resolved]:
+        """The ``unresolved`` entry a branch becomes past the depth or step budget."""
+        return [Resolved(Target("unresolved", module, line=line, name=name,
+                                reason=f"castfind stopped following {what}: {name or 'this value'} "
+                                       f"needs more than {_MAX_DEPTH} hops or {self.budget} steps"), ())]
 
     # -- helpers --------------------------------------------------------------------------------
     def hop(self, module: str, line: int, kind: HopKind) -> Hop:
@@ -134,13 +173,22 @@ class Resolver:
         if facts is None or depth > _MAX_DEPTH:
             return []
         out = self._bindings_in(facts, "", name, depth)
+        if not out and any(lz.kind == "module" for lz in facts.lazy):
+            # `sys.modules[__name__] = _LazyModule(...)`: at run time its table is the module (the
+            # star imports under `if TYPE_CHECKING:` are for type checkers).
+            out = self._lazy(module, facts, name, depth, "module")
         if not out:
             for imp in facts.imports:
                 if imp.scope == "" and imp.name == "*":
                     src = absolute_module(module, facts.is_package, imp)
-                    if name in self.exports(src):
+                    if self.star_exports(src, name):
                         h = self.hop(module, imp.line, "star-import")
                         out += [Resolved(r.target, (h, *r.chain)) for r in self.lookup(src, name, depth + 1)]
+        if not out and facts.is_package and self.modules.has(f"{module}.{name}"):
+            # `from pkg import _ops` imports the submodule before any `pkg.__getattr__` is asked.
+            out.append(Resolved(Target("module", f"{module}.{name}", name=name), ()))
+        if not out and facts.lazy:
+            out = self._lazy(module, facts, name, depth, "getattr")
         if not out and "__getattr__" in self.definitions(module):
             lazy = [i for i in facts.imports if i.scope == "__getattr__" and i.bound == name]
             for imp in lazy:
@@ -149,10 +197,100 @@ class Resolver:
                 g = self.definitions(module)["__getattr__"]
                 out.append(Resolved(Target("unresolved", module, line=g.line, name=name,
                                            reason=f"{module}.__getattr__ may provide {name!r} at run time"), ()))
-        if not out and facts.is_package and self.modules.has(f"{module}.{name}"):
-            sub = f"{module}.{name}"
-            out.append(Resolved(Target("module", sub, name=name), ()))
         return out
+
+    def _lazy(self, module: str, facts: FileFacts, name: str, depth: int, kind: str) -> list[Resolved]:
+        """``name`` provided lazily by the module (:class:`~castfind.facts.LazyExport` of ``kind``): its
+        ``__getattr__`` tables and branches, or a lazy-module table."""
+        out: list[Resolved] = []
+        for lz in facts.lazy:
+            if lz.name != name or lz.kind != kind:
+                continue
+            h = self.hop(module, lz.line, "lazy-import")
+            if not lz.source:  # a module-level name returned for it (`return NewName` after a warning)
+                res = self.lookup(module, lz.attr, depth + 1) if lz.attr != name else []
+            else:
+                res = self._attribute_of(self._relative(module, facts.is_package, lz.source), lz.attr, depth)
+            out += [Resolved(r.target, (h, *r.chain)) for r in res]
+        if out or name.startswith("_"):
+            return out
+        quoted = (f'"{name}"'.encode(), f"'{name}'".encode())
+        for lz in facts.lazy:
+            if lz.name == "*" and lz.attr == "__all__" and lz.kind == kind:
+                # Every name in the `__all__` of a submodule: only files that hold the name as a
+                # string (as `__all__` does) are read.
+                pkg = self._relative(module, facts.is_package, lz.source)
+                h = self.hop(module, lz.line, "lazy-import")
+                if self._words is None:
+                    self._words = Words(self.index)
+                for sf in self._words.containing([name]):
+                    if not sf.module.startswith(pkg + ".") or not any(q in self.index.data(sf) for q in quoted):
+                        continue
+                    sub = self.index.facts_of(sf)
+                    if sub.all_names is not None and name in sub.all_names:
+                        out += [Resolved(r.target, (h, *r.chain)) for r in self.lookup(sf.module, name, depth + 1)]
+        return out
+
+    def _relative(self, module: str, is_package: bool, path: str) -> str:
+        """A module path as written in ``module`` (``.kernels.add``, ``..ops``, ``pkg.sub``), made absolute."""
+        rest = path.lstrip(".")
+        level = len(path) - len(rest)
+        return absolute_module(module, is_package, Import(rest.rstrip("."), None, None, level, 0, "", False))
+
+    def _attribute_of(self, src: str, attr: str, depth: int) -> list[Resolved]:
+        """``getattr(<module src>, attr)``; ``src`` may name a module or a module attribute (``pkg.sub.mod``)."""
+        if self.modules.has(src):
+            res = self.lookup(src, attr, depth + 1)
+            if not res and self.modules.has(f"{src}.{attr}"):
+                res = [Resolved(Target("module", f"{src}.{attr}", name=attr), ())]
+            return res
+        if "." not in src:
+            return [Resolved(Target("unresolved", src, name=attr,
+                                    reason=f"module {src} is in no root and not installed"), ())]
+        parent, last = src.rsplit(".", 1)
+        out: list[Resolved] = []
+        for base in self._attribute_of(parent, last, depth + 1):
+            if base.target.kind == "unresolved":
+                out.append(base)
+                continue
+            out += [Resolved(r.target, (*base.chain, *r.chain)) for r in self.member(base.target, attr, depth + 1)]
+        return out
+
+    def _holders(self, name: str) -> frozenset[str]:
+        """The modules whose file holds ``name`` as an identifier (text first: nothing is parsed)."""
+        def compute() -> frozenset[str]:
+            if self._words is None:
+                self._words = Words(self.index)
+            return frozenset(sf.module for sf in self._words.containing([name]))
+
+        return self.tracker.cached(("holders", name), compute, frozenset())
+
+    def star_exports(self, module: str, name: str) -> bool:
+        """Does ``from module import *`` bind ``name``? Demand-driven: a star import is followed only
+        into modules that hold the name or whose package does (``from .models import *`` of a few
+        hundred packages reads one)."""
+        def compute() -> bool:
+            facts = self.modules.facts(module)
+            if facts is None:
+                return False
+            if facts.all_names is not None:
+                return name in facts.all_names
+            if name.startswith("_"):
+                return False
+            if any(d.name == name and d.parent == "" for d in facts.definitions) or any(
+                    a.scope == "" and a.target == name for a in facts.assigns) or any(
+                    i.scope == "" and i.name != "*" and i.bound == name for i in facts.imports):
+                return True
+            holders = self._holders(name)
+            for imp in facts.imports:
+                if imp.scope == "" and imp.name == "*":
+                    src = absolute_module(module, facts.is_package, imp)
+                    if src != module and (src in holders or any(h.startswith(src + ".") for h in holders)) \
+                            and self.star_exports(src, name):
+                        return True
+            return False
+
+        return self.tracker.cached(("star-exports", module, name), compute, False)
 
     def exports(self, module: str) -> set[str]:
         """Names ``from module import *`` binds: ``__all__``, else every public top-level name."""
@@ -265,8 +403,16 @@ class Resolver:
     def resolve_expr(self, module: str, scope: str, expr: Expr, depth: int = 0,
                      index: int | None = None) -> list[Resolved]:
         """What an expression evaluates to, as far as it is a name, attribute or call result."""
-        if depth > _MAX_DEPTH:
-            return []
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, 0, dotted(expr) or "", f"an expression in {module}")
+        self._nesting += 1
+        try:
+            return self._resolve_expr(module, scope, expr, depth, index)
+        finally:
+            self._nesting -= 1
+
+    def _resolve_expr(self, module: str, scope: str, expr: Expr, depth: int,
+                      index: int | None) -> list[Resolved]:
         if index is not None and isinstance(expr, Seq):
             return self.resolve_expr(module, scope, expr.elts[index], depth + 1) if index < len(expr.elts) else []
         if isinstance(expr, Name):
@@ -287,17 +433,123 @@ class Resolver:
                 if t.kind == "def" and t.definition is not None and t.definition.kind == "class":
                     out.append(Resolved(Target("instance", t.module, t.definition, t.line, name=t.name), fn.chain))
                 elif t.kind == "def" and t.definition is not None:
-                    out += [Resolved(r.target, (*fn.chain, *r.chain))
-                            for r in self.returns_of(t.module, t.definition, index, depth + 1)]
+                    got = self.returns_of(t.module, t.definition, index, depth + 1)
+                    local = f"{t.module}.{t.definition.qualname}.<locals>."
+                    if index is None and all(r.target.kind == "unresolved" or (
+                            r.target.definition is not None
+                            and f"{r.target.module}.{r.target.definition.qualname}".startswith(local)) for r in got):
+                        # `lazy("pkg.sub", "fn")`: the literal strings may say what it returns (or what
+                        # the closure it returns calls), which beats "computed at run time".
+                        bound = self._bind_strings(t.definition, expr, {})
+                        if bound:
+                            got = self._dispatched(t.module, t.definition, bound, depth + 1) or got
+                    out += [Resolved(r.target, (*fn.chain, *r.chain)) for r in got]
             return out
         return []
 
-    def returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
-        """What a function returns, resolved in its own scope (``return imported_fn, X``)."""
+    # -- string dispatch ------------------------------------------------------------------------
+    @staticmethod
+    def _string(expr: Expr, env: dict[str, str]) -> str | None:
+        """A string literal, or a name bound to one in ``env``."""
+        if isinstance(expr, Const):
+            try:
+                value = ast.literal_eval(expr.text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+            return value if isinstance(value, str) else None
+        if isinstance(expr, Name):
+            return env.get(expr.id)
+        return None
+
+    def _bind_strings(self, fn: Definition, call: Call, env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        """The parameters of ``fn`` that ``call`` passes a string literal (or a name of ``env``)."""
+        out: dict[str, str] = {}
+        params = fn.params[1:] if fn.kind == "method" and "staticmethod" not in fn.decorators else fn.params
+        for param, arg in zip(params[: fn.positional], call.args, strict=False):
+            if (v := self._string(arg, env)) is not None:
+                out[param] = v
+        for key, arg in call.kwargs:
+            if key in params and (v := self._string(arg, env)) is not None:
+                out[key] = v
+        return tuple(sorted(out.items()))
+
+    def _dispatched(self, module: str, fn: Definition, bound: tuple[tuple[str, str], ...],
+                    depth: int) -> list[Resolved]:
+        """What ``fn`` returns when its parameters hold the strings ``bound``: ``getattr(import_module(
+        mod), attr)``, a helper called with them, or a closure that calls what such a helper returns."""
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, fn.line, fn.name, f"what {fn.qualname} returns for {dict(bound)}")
+        self._nesting += 1
+        try:
+            return self.tracker.cached(("dispatch", module, fn.qualname, bound),
+                                       lambda: self._dispatched_now(module, fn, dict(bound), depth), [])
+        finally:
+            self._nesting -= 1
+
+    def _dispatched_now(self, module: str, fn: Definition, env: dict[str, str], depth: int) -> list[Resolved]:
         facts = self.modules.facts(module)
         if facts is None:
             return []
         out: list[Resolved] = []
+        call_hop = self.hop(module, fn.line, "call")
+        defs = self.definitions(module)
+        for ret in facts.returns:
+            if ret.scope != fn.qualname:
+                continue
+            h = self.hop(module, ret.line, "return")
+            for r in self._dispatch_value(module, fn.qualname, ret.value, env, depth):
+                out.append(Resolved(r.target, (call_hop, h, *r.chain)))
+            nested = defs.get(f"{fn.qualname}.<locals>.{ret.value.id}") if isinstance(ret.value, Name) else None
+            if nested is None:
+                continue
+            # A closure returned: `def call(*a): return lazy(mod, attr)(*a)` calls what the strings name.
+            for inner in facts.returns:
+                if inner.scope == nested.qualname and isinstance(inner.value, Call) \
+                        and isinstance(inner.value.func, Call):
+                    h2 = self.hop(module, inner.line, "return")
+                    for r in self._dispatch_value(module, nested.qualname, inner.value.func, env, depth):
+                        out.append(Resolved(r.target, (call_hop, h, h2, *r.chain)))
+        return out
+
+    def _dispatch_value(self, module: str, scope: str, value: Expr, env: dict[str, str],
+                        depth: int) -> list[Resolved]:
+        if not isinstance(value, Call):
+            return []
+        fname = dotted(value.func)
+        if fname == "getattr" and len(value.args) >= 2 and isinstance(value.args[0], Call) \
+                and (dotted(value.args[0].func) or "").split(".")[-1] == "import_module" and value.args[0].args:
+            mod, attr = self._string(value.args[0].args[0], env), self._string(value.args[1], env)
+            if mod is None or attr is None or mod.startswith("."):
+                return []
+            return self._attribute_of(mod, attr, depth)
+        out: list[Resolved] = []
+        for fn in self.resolve_expr(module, scope, value.func, depth + 1):
+            t = fn.target
+            if t.kind == "def" and t.definition is not None and t.definition.kind != "class":
+                bound = self._bind_strings(t.definition, value, env)
+                if bound:
+                    out += [Resolved(r.target, (*fn.chain, *r.chain))
+                            for r in self._dispatched(t.module, t.definition, bound, depth + 1)]
+        return out
+
+    def returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
+        """What a function returns, resolved in its own scope (``return imported_fn, X``); memoised
+        per function and index, so helpers returning calls of helpers cost one walk each."""
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, fn.line, fn.name, f"what {fn.qualname} returns")
+        self._nesting += 1
+        try:
+            # A recursive helper (directly or through others) sees nothing of itself while it is walked.
+            return self.tracker.cached(("returns", module, fn.qualname, index),
+                                       lambda: self._returns_of(module, fn, index, depth), [])
+        finally:
+            self._nesting -= 1
+
+    def _returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
+        facts = self.modules.facts(module)
+        if facts is None:
+            return []
+        out: dict[Target, Resolved] = {}  # one chain per target: two returns of one value do not double it
         call_hop = self.hop(module, fn.line, "call")
         for ret in facts.returns:
             if ret.scope != fn.qualname:
@@ -306,11 +558,11 @@ class Resolver:
                 continue
             h = self.hop(module, ret.line, "return")
             for r in self._dynamic_at(module, fn.qualname, ret.line):
-                out.append(Resolved(r.target, (call_hop, h)))
+                out.setdefault(r.target, Resolved(r.target, (call_hop, h)))
             for r in self.resolve_expr(module, fn.qualname, ret.value, depth + 1, index):
                 if r.target.kind in ("def", "module", "unresolved"):
-                    out.append(Resolved(r.target, (call_hop, h, *r.chain)))
-        return out
+                    out.setdefault(r.target, Resolved(r.target, (call_hop, h, *r.chain)))
+        return list(out.values())
 
     def member(self, target: Target, attr: str, depth: int = 0) -> list[Resolved]:
         """``target.attr``: a module attribute, or a class member through the class hierarchy."""
@@ -323,8 +575,10 @@ class Resolver:
     def class_member(self, module: str, cls: Definition, attr: str, depth: int = 0,
                      seen: frozenset[tuple[str, str]] = frozenset()) -> list[Resolved]:
         """``attr`` in ``cls`` or, when not defined there, in its bases (left to right, depth first)."""
-        if depth > _MAX_DEPTH or (module, cls.qualname) in seen:
+        if (module, cls.qualname) in seen:
             return []
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, cls.line, attr, f"the bases of {cls.qualname}")
         seen = seen | {(module, cls.qualname)}
         facts = self.modules.facts(module)
         if facts is None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from castfind.discover import Package, package_roots
-from castfind.facts import Attr, Call, Expr, FileFacts, Name, Seq, from_dotted
+from castfind.facts import Attr, Call, Const, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
 from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Hop, Resolved, Resolver, Target
@@ -46,13 +46,20 @@ class WhereDefinition:
     line: int
     chain: tuple[Hop, ...]
     exact: bool  # the definition's own name is the queried name
+    #: A candidate, not a resolution: the receiver's type is unknown (``reason`` says why).
+    dynamic: bool = False
+    reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "qualname": self.qualname, "kind": self.kind, "root": self.root, "path": self.path,
             "line": self.line,
             "chain": [{"path": h.path, "line": h.line, "kind": h.kind, "text": h.text} for h in self.chain],
         }
+        if self.dynamic:
+            out["dynamic"] = True
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +108,7 @@ class _Query:
         self.symbol = symbol
         self.name = symbol.rsplit(".", 1)[-1]
         self.results: list[Resolved] = []
+        self.dynamic_receiver: str | None = None  # `--at` on `recv.m` with `recv` of unknown type
 
     # -- entry points -------------------------------------------------------------------------
     def at(self, path: str, line: int) -> None:
@@ -110,7 +118,59 @@ class _Query:
         facts = self.index.facts_of(sf)
         scope = self.r.scope_of_line(facts, line)
         # A name used inside a def's body is looked up in that def, as Python would.
-        self.results += self.r.resolve_expr(sf.module, scope, from_dotted(self.symbol))
+        found = self.r.resolve_expr(sf.module, scope, from_dotted(self.symbol))
+        self.results += found
+        recv = receiver_of(self.symbol)
+        if recv is not None and scope and not any(x.target.kind == "def" for x in found):
+            # `self.token_to_kv_pool.get_key_buffer`: the attribute's declared or assigned type.
+            self.results = [x for x in self.results if x.target.kind != "unresolved"]
+            types = self.receivers.types_of((sf.module, scope), recv)
+            if types is None:
+                self.dynamic_receiver = recv
+                return
+            for cls in sorted(types):
+                d = self.r.definitions(cls[0]).get(cls[1])
+                if d is not None:
+                    self.results += self.r.class_member(cls[0], d, self.name)
+
+    def candidates(self) -> list[WhereDefinition]:
+        """Every method named like the last attribute, for a receiver of unknown type: marked
+        dynamic, most likely first (methods of classes whose instances are assigned to an attribute
+        of the receiver's name somewhere in the roots, then their bases and subclasses)."""
+        recv = self.dynamic_receiver
+        assert recv is not None
+        holder = recv.rsplit(".", 1)[-1]
+        assigned: dict[tuple[str, str], tuple[str, int]] = {}  # class → (path, line) of one assignment
+        for facts in self.index.load_files(self.words.containing([holder])):
+            sf = self.r.modules.file(facts.module)
+            if sf is None:
+                continue
+            for a in facts.assigns:
+                if a.target.rsplit(".", 1)[-1] == holder and a.index is None:
+                    for cls in self.receivers.value_types(facts.module, a.scope, a.value) or ():
+                        assigned.setdefault(cls, (sf.path, a.line))
+        out: list[tuple[int, WhereDefinition]] = []
+        for facts in self.index.load_files(self.words.containing([self.name])):
+            sf = self.r.modules.file(facts.module)
+            if sf is None:
+                continue
+            for d in facts.definitions:
+                if d.name != self.name or d.kind != "method":
+                    continue
+                cls = (facts.module, d.parent)
+                if cls in assigned:
+                    rank, why = 0, "{}:{} assigns a {} to .{}".format(*assigned[cls], d.parent, holder)
+                elif any(self.receivers.related(cls, frozenset({c})) for c in assigned):
+                    other = next(c for c in assigned if self.receivers.related(cls, frozenset({c})))
+                    rank, why = 1, "{}:{} assigns a {} (related to {}) to .{}".format(
+                        *assigned[other], other[1], d.parent, holder)
+                else:
+                    rank, why = 2, f"a method named {self.name}; no {d.parent} is seen assigned to .{holder}"
+                reason = f"the type of {recv} is not known here; {why}"
+                out.append((rank, WhereDefinition(f"{facts.module}.{d.qualname}", "method", sf.root, sf.path,
+                                                  d.line, (), True, dynamic=True, reason=reason)))
+        out.sort(key=lambda x: (x[0], x[1].path, x[1].line))
+        return [w for _, w in out]
 
     def dotted(self) -> bool:
         parts = self.symbol.split(".")
@@ -223,12 +283,16 @@ class _Query:
             done.update(todo)
             for facts in self.index.load_files(self.words.containing(todo)):
                 for ret in facts.returns:
-                    # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not.
-                    if ret.scope and _refers(ret.value, names):
+                    # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not,
+                    # but `return helper(...)` of a helper that hands it out does.
+                    value = ret.value
+                    if ret.scope and (_refers(value, names)
+                                      or (isinstance(value, Call) and _refers(value.func, returners))):
                         returners.add(ret.scope.rsplit(".", 1)[-1])
                 for a in facts.assigns:
                     value = a.value
-                    aliased = _refers(value, names) or (isinstance(value, Call) and _refers(value.func, returners))
+                    aliased = _refers(value, names) or (isinstance(value, Call) and (
+                        _refers(value.func, returners) or _names_string(value, names)))
                     target = a.target.rsplit(".", 1)[-1]
                     # `_` is the conventional discard: calls through it are not worth reading every file.
                     if target != "_" and aliased and self._hits(self.r.resolve_binding(facts, a), keys):
@@ -236,6 +300,10 @@ class _Query:
                 for imp in facts.imports:
                     if imp.name in names and self._hits(self.r.resolve_binding(facts, imp), keys):
                         names.add(imp.bound)
+                for lz in facts.lazy:
+                    # A lazily provided name (`__getattr__` tables, deprecated aliases) for the definition.
+                    if lz.attr in names and lz.name not in names and self._hits(self.r.lookup(facts.module, lz.name), keys):
+                        names.add(lz.name)
 
     def call_sites(self, defs: list[WhereDefinition], keys: set[tuple[str, str]]) -> list[Location]:
         names = self.alias_names({self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs}, keys)
@@ -284,6 +352,11 @@ def _refers(expr: Expr, names: set[str]) -> bool:
     return False
 
 
+def _names_string(call: Call, names: set[str]) -> bool:
+    """Does the call pass one of ``names`` as a string literal (``lazy("pkg.sub", "fn")``)?"""
+    return any(isinstance(a, Const) and a.text.strip("'\"") in names for a in (*call.args, *(v for _, v in call.kwargs)))
+
+
 def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
           report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE) -> WhereResult:
     """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query.
@@ -304,7 +377,9 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
         q.bare()
     defs, unresolved, keys = q.collect()
     sites = q.call_sites(defs, keys) if defs else []
+    if q.dynamic_receiver is not None and not defs:
+        defs = q.candidates()  # candidates only: their call sites would be every call of the name
     sugg = q.suggestions() if not defs and not unresolved else []
-    stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded}
+    stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded, "steps": q.r.steps}
     return WhereResult(symbol, tuple(defs), tuple(sites), tuple(unresolved), tuple(sugg),
                        tuple(index.diagnostics), stats, packages)

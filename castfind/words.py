@@ -71,6 +71,7 @@ class Words:
     def _load(self) -> None:
         index = self.index
         keys = {sf.abspath: index.key(sf) for sf in index.files}
+        index.save_stats()
         cached = index.cache.get_idents(keys.values()) if index.cache else {}
         fresh: dict[str, bytes] = {}
         for sf in index.files:

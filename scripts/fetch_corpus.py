@@ -1,4 +1,4 @@
-"""Fetch and unpack the real-code corpus: the sglang and flashinfer-python wheels, and a checkout.
+"""Fetch and unpack the real-code corpus: the sglang, flashinfer-python and transformers wheels, and a checkout.
 
 Usage: python scripts/fetch_corpus.py [DEST]   (default: .corpus/ next to this repo)
 
@@ -34,7 +34,10 @@ from pathlib import Path
 WHEELS = {
     "sglang": "sglang==0.5.23",
     "flashinfer": "flashinfer-python==0.7.2.post1",
+    "transformers": "transformers==4.57.1",
 }
+#: Wheels of which only the Python sources are unpacked (the rest is data castfind never reads).
+PY_ONLY = {"transformers"}
 
 
 def fetch(dest: Path) -> dict[str, Path]:
@@ -61,7 +64,8 @@ def fetch(dest: Path) -> dict[str, Path]:
         # Unpack into a temporary folder and rename: a half-unpacked tree is never used.
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=dest))
         with zipfile.ZipFile(found[0]) as zf:
-            zf.extractall(tmp)
+            members = [n for n in zf.namelist() if n.endswith(".py")] if name in PY_ONLY else None
+            zf.extractall(tmp, members)
         (tmp / ".complete").write_text(found[0].name + "\n")
         if root.exists():
             shutil.rmtree(root)

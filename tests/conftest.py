@@ -62,3 +62,16 @@ def sglang_scan(corpus, corpus_cache) -> dict:
     r = run_castfind("scan", str(corpus["sglang"]), "--cache-dir", str(corpus_cache), "--json", "-j", "2")
     assert r.returncode == 1, r.stderr  # findings
     return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="session")
+def transformers_root(corpus) -> Path:
+    """The unpacked transformers wheel (Python sources only), fetched with the corpus."""
+    base = Path(os.environ.get("CASTFIND_CORPUS", REPO / ".corpus"))
+    root = base / "transformers"
+    if not (root / ".complete").exists():
+        sys.path.insert(0, str(REPO / "scripts"))
+        from fetch_corpus import fetch
+
+        fetch(base)
+    return root

@@ -93,3 +93,95 @@ def test_demand_driven_scan_equals_eager_scan_on_sglang(corpus, corpus_cache):
     crossed = [f for f in lazy if f[1] == mamba and any(" passes conv_weights as conv_weights of " in h for h in f[4])]
     assert {f[2] for f in crossed} >= {438}, crossed
     assert any(" passes " in h for f in lazy if f[1] != mamba for h in f[4])
+
+
+def _lazy_tables(init) -> tuple[dict[str, str | None], set[str]]:
+    """The lazily exported names of a package ``__init__``, read here with ``ast`` (not castfind):
+    every key of a module-level dict or member of a set/frozenset literal whose name ends in
+    ``LAZY_EXPORTS``, and every ``__all__`` name that no top-level statement binds."""
+    import ast
+
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    tables: dict[str, str | None] = {}
+    bound: set[str] = set()
+    all_names: set[str] = set()
+    for st in ast.walk(tree):
+        if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name):
+            name, value = st.targets[0].id, st.value
+            if name == "__all__":
+                all_names |= {e.value for e in value.elts}  # type: ignore[attr-defined]
+            elif name.endswith("LAZY_EXPORTS"):
+                if isinstance(value, ast.Call):
+                    value = value.args[0]
+                if isinstance(value, ast.Dict):
+                    tables.update({k.value: v.value for k, v in zip(value.keys, value.values, strict=True)})  # type: ignore[union-attr]
+                else:
+                    tables.update({e.value: None for e in value.elts})  # type: ignore[attr-defined]
+    for st in tree.body:
+        if isinstance(st, (ast.Import, ast.ImportFrom)):
+            bound |= {a.asname or a.name for a in st.names}
+        elif isinstance(st, ast.Try):
+            bound |= {a.asname or a.name for s in st.body if isinstance(s, ast.ImportFrom) for a in s.names}
+        elif isinstance(st, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(st.name)
+    return tables, all_names - bound - set(tables)
+
+
+def test_every_lazily_exported_name_of_flashinfer_fused_moe_and_mla_resolves(corpus, corpus_cache):
+    from castfind.api import open_index
+    from castfind.resolve import Resolver
+
+    index = open_index([str(corpus["flashinfer"])], cache_dir=corpus_cache, jobs=1)
+    r = Resolver(index)
+    checked = 0
+    for package in ("fused_moe", "mla"):
+        tables, only_in_all = _lazy_tables(corpus["flashinfer"] / "flashinfer" / package / "__init__.py")
+        assert tables, package
+        for name in sorted(tables) + sorted(only_in_all):
+            got = r.lookup(f"flashinfer.{package}", name)
+            defs = [x for x in got if x.target.kind == "def" and x.target.definition is not None]
+            assert defs and len(defs) == len(got), (package, name, got)
+            for x in defs:
+                t = x.target
+                sf = r.modules.file(t.module)
+                assert sf is not None and t.definition is not None
+                line = index.line_text(sf, t.definition.line)
+                # The definition is where the table's entry leads: its own `def`/`class` line, in the
+                # module the table names (relative to the package) when it names one.
+                assert f"def {t.definition.name}(" in line or f"class {t.definition.name}" in line, (name, line)
+                if name in tables:
+                    # `SparseMLASm120Wrapper = _SparseMLAPagedAttentionRunner`: an alias on the way.
+                    assert t.definition.name == name or any(
+                        h.kind == "alias" and h.text.startswith(f"{name} =") for h in x.chain), (name, x)
+                    if tables[name] is not None:
+                        assert t.module == f"flashinfer.{package}{tables[name]}", (name, t.module)
+                checked += 1
+            assert any(h.kind == "lazy-import" for x in got for h in x.chain), name
+    assert checked >= 56  # 11 + 1 in fused_moe (the deprecated alias), 44 in mla
+
+
+@pytest.fixture(scope="module")
+def transformers_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("castfind-transformers-cache")
+
+
+@pytest.mark.parametrize("name, module", [
+    ("LlamaForCausalLM", "transformers.models.llama.modeling_llama"),
+    ("AutoModelForCausalLM", "transformers.models.auto.modeling_auto"),
+])
+def test_where_resolves_transformers_lazy_exports_through_the_lazy_module(transformers_root, transformers_cache, name,
+                                                                          module):
+    # Demand-driven: a dotted symbol parses the modules on its way, never the whole wheel.
+    r = run_castfind("where", f"transformers.{name}", "--root", str(transformers_root), "--no-follow-installed",
+                     "--cache-dir", str(transformers_cache), "--json")
+    assert r.returncode == 0, r.stderr
+    defs = json.loads(r.stdout)["definitions"]
+    first = defs[0]
+    assert (first["qualname"], first["kind"]) == (f"{module}.{name}", "class")
+    source = (transformers_root / first["path"]).read_text(encoding="utf-8").splitlines()
+    assert source[first["line"] - 1].startswith(f"class {name}(")
+    # The first hop is the `_LazyModule(...)` of transformers/__init__.py, not a TYPE_CHECKING import.
+    hop = first["chain"][0]
+    assert hop["path"] == "transformers/__init__.py" and hop["kind"] == "lazy-import"
+    init = (transformers_root / "transformers" / "__init__.py").read_text(encoding="utf-8").splitlines()
+    assert "_LazyModule(" in init[hop["line"] - 1]

@@ -16,6 +16,8 @@ def render_where(res: WhereResult) -> str:
         return "\n".join(out) + "\n"
     for d in res.definitions:
         out.append(f"{d.path}:{d.line}  {d.qualname}  ({d.kind})  [{d.root}]")
+        if d.dynamic:
+            out.append(f"    dynamic: {d.reason}")
         for h in d.chain:
             out.append(f"    {h.path}:{h.line}  {h.text}")
     if res.unresolved:
