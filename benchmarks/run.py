@@ -5,7 +5,9 @@ Runs, on ``CORPUS/sglang`` and ``CORPUS/flashinfer`` together: a ``grep -rn`` fo
 semgrep OSS with the same plain rule (``benchmarks/semgrep_casts.yaml``), and castfind
 ``scan`` (cold cache, warm cache, warm after editing one file) and ``where`` (cold, warm); and
 ``castfind scan CHECKOUT`` (cold, warm) on the checkout-shaped tree ``CORPUS/checkout`` (sglang under
-``python/``, sgl-kernel under ``sgl-kernel/python/``, a ``test/`` and a ``benchmark/``).
+``python/``, sgl-kernel under ``sgl-kernel/python/``, a ``test/`` and a ``benchmark/``); and, on a git
+repository holding sglang whose last commit changed one file, a warm ``scan`` (``repo-warm``) against a
+warm ``scan --baseline-commit HEAD~1`` (``repo-baseline``, whose note gives the ratio of the two).
 Every command is timed as a child process: wall seconds (median of ``--repeat`` runs),
 peak RSS from ``os.wait4`` (the largest single process of its tree) and a sampled sum of
 RSS over the whole process tree. Findings or matches are counted from each tool's output.
@@ -44,7 +46,8 @@ BENCH_VENV = REPO / ".venv-bench"
 EDIT_FILE = "sglang/srt/layers/attention/flashinfer_mla_backend.py"
 SYMBOL = "flashinfer_cutlass_fused_moe"
 TASKS = ("grep", "semgrep", "semgrep-sglang", "semgrep-flashinfer",
-         "where-cold", "where-warm", "scan-cold", "scan-warm", "scan-edit", "checkout-cold", "checkout-warm")
+         "where-cold", "where-warm", "scan-cold", "scan-warm", "scan-edit", "checkout-cold", "checkout-warm",
+         "repo-warm", "repo-baseline")
 PER_WHEEL = {"semgrep-sglang", "semgrep-flashinfer"}
 EXPENSIVE = {"semgrep", "semgrep-sglang", "semgrep-flashinfer", "scan-cold", "checkout-cold"}
 SEMGREP_ENV = {"SEMGREP_ENABLE_VERSION_CHECK": "0", "SEMGREP_SEND_METRICS": "off"}
@@ -155,6 +158,9 @@ class Bench:
         self.semgrep_problem = ""
         self.files = bl.walk_py_files([self.sglang, self.flashinfer])
         self.rows: list[bl.Row] = []
+        self.repo_dir: str | None = None  # the git repository of the repo-* rows, built on first use
+        self.repo_problem = ""
+        self.repo_cache: str | None = None
 
     def repeats(self, task: str) -> int:
         return 1 if self.args.quick and task in EXPENSIVE else self.args.repeat
@@ -400,6 +406,70 @@ class Bench:
         row.note = (row.note + "; " if row.note else "") + f"edited {target.relative_to(copy.parent)}"
         return row
 
+    # -- a git repository: new findings only, against the commit before --------------------
+
+    def repo(self) -> str | None:
+        """A git repository holding a copy of sglang in two commits, the second changing one file (once)."""
+        if self.repo_dir is not None or self.repo_problem:
+            return self.repo_dir
+        repo = Path(self.tmp) / "repo"
+        shutil.copytree(self.sglang, repo / "sglang", symlinks=True)
+        target = bl.pick_edit_file(repo / "sglang", EDIT_FILE)
+        env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+               "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
+
+        def git(*a: str) -> None:
+            subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True, env=env)
+
+        try:
+            if target is None:
+                raise OSError("no .py file to edit in the sglang copy")
+            git("init", "-q")
+            git("add", "-A")
+            git("commit", "-q", "-m", "sglang")
+            with open(target, "a", encoding="utf-8") as fh:
+                fh.write("\n\ndef castfind_bench_added(x):\n    return x.float()\n")
+            git("commit", "-q", "-am", "one file changed")
+        except (OSError, subprocess.CalledProcessError) as e:
+            self.repo_problem = f"building the git repository: {e}"
+            return None
+        self.repo_dir = str(repo)
+        return self.repo_dir
+
+    def repo_cmd(self, cache: str, baseline: bool) -> list[str]:
+        return self.scan_cmd([str(Path(self.repo_dir or "") / "sglang")], cache) + \
+            (["--baseline-commit", "HEAD~1"] if baseline else [])
+
+    def repo_task(self, baseline: bool) -> bl.Row:
+        """Warm scans of the repository, with and without ``--baseline-commit HEAD~1``; one untimed
+        ``--baseline-commit`` run fills the cache for both (the work tree and the tree at HEAD~1)."""
+        row = bl.Row("repo-baseline" if baseline else "repo-warm")
+        if self.repo() is None:
+            row.error = self.repo_problem
+            return row
+        if self.repo_cache is None:
+            d = self.fresh_dir("repo")
+            log(f"{row.task}: filling a cache with one untimed --baseline-commit run")
+            s = measure(self.repo_cmd(d, True), cwd=self.tmp, timeout=self.args.timeout)
+            if s.rc not in (0, 1):
+                self.repo_problem = f"preparing the cache: exit {s.rc}: {bl.last_line(s.err) or 'no output'}"
+                row.error = self.repo_problem
+                return row
+            self.repo_cache = d
+        cache = self.repo_cache
+        def count(s: Sample) -> tuple[int, int | None, str]:
+            d = json.loads(s.out)
+            files = (d.get("stats") or {}).get("files")
+            return len(d["findings"]), files if isinstance(files, int) else None, ""
+
+        row = self.run_task(row, self.repeats(row.task), lambda i: self.repo_cmd(cache, baseline), count,
+                            cwd=self.repo_dir)
+        plain = next((r for r in self.rows if r.task == "repo-warm" and r.wall), None)
+        if baseline and row.wall and plain and plain.wall:
+            row.note = (row.note + "; " if row.note else "") + \
+                f"{row.wall / plain.wall:.2f}x the warm scan of the same repository (repo-warm)"
+        return row
+
     # -- everything ---------------------------------------------------------------------
 
     def machine(self) -> dict[str, str]:
@@ -460,6 +530,8 @@ class Bench:
             "scan-edit": self.scan_edit,
             "checkout-cold": lambda: self.cold("checkout"),
             "checkout-warm": lambda: self.warm("checkout"),
+            "repo-warm": lambda: self.repo_task(False),
+            "repo-baseline": lambda: self.repo_task(True),
         }
         for t in tasks:
             log(f"--- {t}")

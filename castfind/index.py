@@ -22,7 +22,6 @@ from typing import Protocol
 from castfind import sourcetext
 from castfind.cache import Cache, Stat, content_digest, key_of_digest
 from castfind.discover import DEFAULT_MAX_FILE_SIZE, SourceFile, discover
-from castfind.extract import extract_source
 from castfind.facts import FileFacts
 from castfind.types import Diagnostic
 from castfind.workers import Extracted, Job, ProgressFn, encoded, extract_in_pool
@@ -238,6 +237,8 @@ class Index:
             by_i = extract_in_pool(jobs, order, self.jobs, self.progress)
             blobs = [by_i[i] for i in range(total)]
         else:
+            from castfind.extract import extract_source  # PERF: libcst only when something is parsed
+
             blobs = []
             for n, (sf, job) in enumerate(zip(misses, jobs, strict=True), 1):
                 blobs.append(encoded(extract_source(self.data(sf), job[1], job[2], job[3])))

@@ -31,7 +31,7 @@ class Modules:
     def file(self, module: str) -> SourceFile | None:
         """The file that defines ``module``, or None."""
         sf = self.by_module.get(module)
-        if sf is None and self.follow_installed and module and self._add_installed(module.split(".")[0]):
+        if sf is None and self.follow_installed and module and self.add_installed(module.split(".")[0]):
             sf = self.by_module.get(module)
         if sf is None:
             self.index.report(("m:" + module,))
@@ -53,8 +53,13 @@ class Modules:
         pre = package + "."
         return [m for m in self.by_module if m.startswith(pre) and "." not in m[len(pre):]]
 
-    def _add_installed(self, top: str) -> bool:
-        """Index an installed package that no root holds (found without importing it)."""
+    def installed_looked_for(self) -> dict[str, bool]:
+        """The installed packages looked for so far (top-level name → found and indexed)."""
+        return dict(self._installed_tops)
+
+    def add_installed(self, top: str) -> bool:
+        """Index an installed package that no root holds (found without importing it); False when
+        there is none, or a root already holds that name."""
         if top in self._installed_tops:
             return self._installed_tops[top]
         if any(m == top or m.startswith(top + ".") for m in self.by_module):

@@ -7,13 +7,16 @@ only those, and the modules a resolution reaches, are parsed.
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from castfind import memo as carried
 from castfind.discover import Package, package_roots
 from castfind.facts import Attr, Call, Const, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
+from castfind.modules import Modules
 from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Hop, Resolved, Resolver, Target
 from castfind.scope import DEFAULT_REPORT_EXCLUDE, in_scope
@@ -362,10 +365,26 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query.
 
     Call sites in files ``report_exclude`` matches are marked ``test``; the top-level packages
-    found under the roots come back in ``packages``."""
+    found under the roots come back in ``packages``. With a cache, the answer is carried: the same
+    query on the same tree (every file's content key, and the installed packages it looked for
+    found where they were) is read back instead of resolved again (``stats["outcome"]``)."""
     # Python identifiers are Unicode (PEP 3131): `где_ядро`, `café` and `Ωmega.f` are names.
     if not all(part.isidentifier() for part in symbol.split(".")):
         raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
+    key = _carry_key(index, symbol, at, report_exclude) if index.cache is not None else None
+    if key is not None:
+        got = _carried(index, key)
+        if got is not None:
+            return got
+    result, installed = _resolve_where(index, symbol, at, report_exclude)
+    if key is not None:
+        _carry(index, key, result, installed)
+    return result
+
+
+def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
+                   report_exclude: tuple[str, ...]) -> tuple[WhereResult, dict[str, bool]]:
+    """The answer, and the installed packages looked for (top-level name → found)."""
     packages = package_roots(index.files, report_exclude)
     q = _Query(index, symbol, report_exclude)
     if at is not None:
@@ -380,6 +399,72 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     if q.dynamic_receiver is not None and not defs:
         defs = q.candidates()  # candidates only: their call sites would be every call of the name
     sugg = q.suggestions() if not defs and not unresolved else []
-    stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded, "steps": q.r.steps}
-    return WhereResult(symbol, tuple(defs), tuple(sites), tuple(unresolved), tuple(sugg),
-                       tuple(index.diagnostics), stats, packages)
+    stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded, "steps": q.r.steps,
+             "outcome": "computed"}
+    return (WhereResult(symbol, tuple(defs), tuple(sites), tuple(unresolved), tuple(sugg),
+                        tuple(index.diagnostics), stats, packages), q.r.modules.installed_looked_for())
+
+
+# -- the carried answer ---------------------------------------------------------------------------
+# A `where` is a pure function of the query, the files' bytes and which installed packages exist, so
+# its answer is stored under the query's key with a digest of the tree it was computed on. PERF: a
+# warm `where` then costs discovering and stat-ing the files, not decoding the facts it read.
+
+def _carry_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exclude: tuple[str, ...]) -> str:
+    roots = sorted({(sf.root, os.path.abspath(sf.root)) for sf in index.files})
+    at_key = None if at is None else (os.path.abspath(at[0]), at[0], at[1])
+    return "where-" + carried.config_key(symbol, at_key, tuple(report_exclude), roots, index.follow_installed,
+                                         os.getcwd() if at is not None else "")
+
+
+def _carried(index: Index, key: str) -> WhereResult | None:
+    """The stored answer, when the tree and the installed packages it looked for are as they were."""
+    assert index.cache is not None
+    doc = carried.loads(index.cache.get_memo(key))
+    if doc is None:
+        return None
+    installed, plain = doc.get("installed"), doc.get("result")
+    if not (isinstance(installed, dict) and isinstance(plain, tuple)):
+        return None
+    modules = Modules(index)
+    if any(modules.add_installed(top) != found for top, found in installed.items()):
+        return None  # a package was installed or removed since: resolve again
+    if doc.get("tree") != carried.tree_digest(index):
+        return None
+    try:
+        result = _from_plain(plain)
+    except (TypeError, ValueError):  # a row of another shape: compute
+        return None
+    seen = {(d.path, d.line, d.message) for d in index.diagnostics}
+    diags = (*index.diagnostics, *(d for d in result.diagnostics if (d.path, d.line, d.message) not in seen))
+    stats = {**result.stats, "parsed": 0, "loaded": 0, "outcome": "carried"}
+    return replace(result, diagnostics=diags, stats=stats)
+
+
+def _carry(index: Index, key: str, result: WhereResult, installed: dict[str, bool]) -> None:
+    assert index.cache is not None
+    doc = {"version": carried.MEMO_VERSION, "tree": carried.tree_digest(index), "installed": installed,
+           "result": _to_plain(replace(result, diagnostics=tuple(d for d in result.diagnostics if d.kind != "cache")))}
+    index.cache.put_memo(key, carried.dumps(doc))
+
+
+def _to_plain(r: WhereResult) -> tuple[Any, ...]:
+    """The answer as tuples of plain values (what :mod:`castfind.codec` stores)."""
+    defs = tuple((d.qualname, d.kind, d.root, d.path, d.line,
+                  tuple((h.root, h.path, h.line, h.kind, h.text) for h in d.chain), d.exact, d.dynamic, d.reason)
+                 for d in r.definitions)
+    return (r.symbol, defs, tuple((c.root, c.path, c.line, c.test) for c in r.call_sites),
+            tuple((u.root, u.path, u.line, u.reason) for u in r.unresolved), r.suggestions, r.diagnostics,
+            r.stats, tuple((p.name, p.root, p.folder) for p in r.packages))
+
+
+def _from_plain(t: tuple[Any, ...]) -> WhereResult:
+    symbol, defs, sites, unresolved, sugg, diags, stats, packages = t
+    if not (isinstance(stats, dict) and all(isinstance(d, Diagnostic) for d in diags)):
+        raise TypeError("not a carried where answer")
+    return WhereResult(
+        symbol,
+        tuple(WhereDefinition(q, k, root, path, line, tuple(Hop(*h) for h in chain), exact, dyn, reason)
+              for q, k, root, path, line, chain, exact, dyn, reason in defs),
+        tuple(Location(*c) for c in sites), tuple(Unresolved(*u) for u in unresolved), tuple(sugg), tuple(diags),
+        dict(stats), tuple(Package(*p) for p in packages))

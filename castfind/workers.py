@@ -18,7 +18,6 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 
 from castfind.cache import encode_facts
-from castfind.extract import extract_source
 from castfind.facts import FileFacts
 
 #: ``(absolute path, module, path in root, is a package)``: what a worker needs to extract a file.
@@ -38,6 +37,9 @@ def encoded(facts: FileFacts) -> Extracted:
 
 def extract_job(job: Job) -> Extracted:
     """Worker: extract one file; return its facts and, already encoded for the cache, their bytes."""
+    # PERF: libcst (through extract) is imported only where files are parsed; a warm run never needs it.
+    from castfind.extract import extract_source
+
     abspath, module, path, is_pkg = job
     try:
         with open(abspath, "rb") as fh:

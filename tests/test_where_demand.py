@@ -68,3 +68,57 @@ def test_where_lists_a_typed_call_site_even_when_a_function_shares_the_name(tmp_
     res = where(index, "apply")
     assert {d.kind for d in res.definitions} == {"method", "function"}  # no by-name call sites then
     assert [(c.path, c.line) for c in res.call_sites] == [("pkg/use.py", 5)]
+
+
+# -- the carried answer ---------------------------------------------------------------------------
+
+def _cached_where(root, cache_dir, symbol: str, **options):
+    from castfind import api
+
+    return api.where(symbol, [str(root)], cache_dir=str(cache_dir), jobs=1, **options)
+
+
+def test_a_warm_where_on_an_unchanged_tree_is_carried_and_an_edit_recomputes_it(tmp_path):
+    pkg = tmp_path / "src" / "pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg.kern import kernel as fused\n")
+    (pkg / "kern.py").write_text("def kernel(x):\n    return x\n")
+    (pkg / "use.py").write_text("from pkg import fused\n\ndef run(x):\n    return fused(x)\n")
+    cache = tmp_path / "cache"
+    first = _cached_where(tmp_path / "src", cache, "fused")
+    again = _cached_where(tmp_path / "src", cache, "fused")
+    assert first.stats["outcome"] == "computed" and again.stats["outcome"] == "carried"
+    assert again.to_dict() == first.to_dict()
+    assert [h.text for h in again.definitions[0].chain] == [h.text for h in first.definitions[0].chain]
+    assert [(c.path, c.line) for c in again.call_sites] == [("pkg/use.py", 4)]
+    # Another query is another answer, not this one's.
+    assert _cached_where(tmp_path / "src", cache, "kernel").stats["outcome"] == "computed"
+    # A new call site in an edited file: the answer is computed again and has it.
+    (pkg / "use.py").write_text("from pkg import fused\n\ndef run(x):\n    return fused(x)\n\nfused(1)\n")
+    edited = _cached_where(tmp_path / "src", cache, "fused")
+    assert edited.stats["outcome"] == "computed"
+    assert [(c.path, c.line) for c in edited.call_sites] == [("pkg/use.py", 4), ("pkg/use.py", 6)]
+
+
+def test_a_carried_where_is_recomputed_when_an_installed_package_it_looked_for_appears(tmp_path, monkeypatch):
+    src = tmp_path / "src" / "app"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    (src / "main.py").write_text("from castfind_probe_ext.ops import launch\n\ndef go():\n    return launch()\n")
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    cache = tmp_path / "cache"
+    before = _cached_where(tmp_path / "src", cache, "launch", follow_installed=True)
+    assert not before.definitions  # the package is not installed yet
+    assert _cached_where(tmp_path / "src", cache, "launch", follow_installed=True).stats["outcome"] == "carried"
+    ext = site / "castfind_probe_ext"
+    ext.mkdir()
+    (ext / "__init__.py").write_text("")
+    (ext / "ops.py").write_text("def launch():\n    return 1\n")
+    import importlib
+
+    importlib.invalidate_caches()
+    after = _cached_where(tmp_path / "src", cache, "launch", follow_installed=True)
+    assert after.stats["outcome"] == "computed"
+    assert [(d.qualname, d.line) for d in after.definitions] == [("castfind_probe_ext.ops.launch", 1)]
