@@ -41,7 +41,7 @@ def _text(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
-def _kwarg(call: ast.Call, name: str) -> ast.AST | None:
+def _kwarg(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
@@ -54,7 +54,7 @@ def _tensor_call(node: ast.AST) -> tuple[tuple[str, ...] | None, str | None] | N
         return None
     dtype = _kwarg(node, "dtype")
     dt = _text(dtype) if dtype is not None else None
-    args = list(node.args)
+    args: list[ast.expr] = list(node.args)
     if name == "torch.full":
         args = args[:1]  # (size, fill_value)
     size = _kwarg(node, "size")

@@ -5,7 +5,8 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
 1. **The operand's buffer.** The cast's receiver is walked back inside its function (views, a scalar
    index, local names) to ``self.X`` (the holder is the method's class, or the classes ``self.h`` is built
    from for ``self.h.X``) or to a getter call ``recv.get_key_buffer(i)``. A getter is every method of that
-   name whose returns all walk to one ``self.X[...]`` of their class; when several classes have one, those
+   name whose returns that walk to ``self.X[...]`` of its class (directly or through ``self.m(...)``) agree on
+   one ``X`` (a return that ends elsewhere, a dequantized copy, is not the buffer); when several classes have one, those
    whose name shares a word with the finding's path come first (``flashinfer_mla_backend`` → ``MLAPool``),
    then a base class over its subclasses; still several and the cost is unknown.
 2. **The allocation.** ``self.X = torch.zeros(shape, dtype=...)`` in that class or a base
@@ -192,37 +193,31 @@ class Evaluator:
                 return a % b
             raise Unknown(ast.unparse(node))
         if isinstance(node, ast.UnaryOp):
-            v = self._ev(node.operand, d)
+            u = self._ev(node.operand, d)
             if isinstance(node.op, ast.Not):
-                return not v
-            if isinstance(node.op, ast.USub) and isinstance(v, (int, float)):
-                return -v
+                return not u
+            if isinstance(node.op, ast.USub) and isinstance(u, (int, float)):
+                return -u
             raise Unknown(ast.unparse(node))
         if isinstance(node, ast.BoolOp):
-            if isinstance(node.op, ast.And):
-                v: Any = True
-                for x in node.values:
-                    v = self._ev(x, d)
-                    if not v:
-                        return v
-                return v
-            v = False
+            want = isinstance(node.op, ast.Or)  # `and` stops at the first falsy value, `or` at the first truthy
+            v: Any = not want
             for x in node.values:
                 v = self._ev(x, d)
-                if v:
+                if bool(v) == want:
                     return v
             return v
         if isinstance(node, ast.IfExp):
             return self._ev(node.body if self._ev(node.test, d) else node.orelse, d)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             a, b = self._ev(node.left, d), self._ev(node.comparators[0], d)
-            op = node.ops[0]
-            if isinstance(op, (ast.Eq, ast.Is)):
+            cmp = node.ops[0]
+            if isinstance(cmp, (ast.Eq, ast.Is)):
                 return a == b
-            if isinstance(op, (ast.NotEq, ast.IsNot)):
+            if isinstance(cmp, (ast.NotEq, ast.IsNot)):
                 return a != b
-            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(b, tuple):
-                return (a in b) == isinstance(op, ast.In)
+            if isinstance(cmp, (ast.In, ast.NotIn)) and isinstance(b, tuple):
+                return (a in b) == isinstance(cmp, ast.In)
             raise Unknown(ast.unparse(node))
         if isinstance(node, ast.Tuple):
             return tuple(self._ev(e, d) for e in node.elts)
@@ -277,6 +272,16 @@ class _Held:
     view: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class _GetterCall:
+    """An operand that is a method call ``recv.name(...)`` (``on_self``: ``recv`` is ``self``)."""
+
+    name: str
+    indexed: bool
+    view: str | None
+    on_self: bool = False
+
+
 class CostModel:
     """Costs of findings for one run. Every class hierarchy, attribute and getter is resolved once."""
 
@@ -302,8 +307,8 @@ class CostModel:
     def _class_ref(self, facts: FileFacts, qualname: str) -> ClassRef | None:
         return next(((facts, d) for d in facts.definitions if d.qualname == qualname and d.kind == "class"), None)
 
-    def _walk(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> _Held | tuple[str, bool, str | None] | None:
-        """Back from ``expr`` to ``self.X`` (a :class:`_Held`) or to a getter call ``(name, indexed, view)``."""
+    def _walk(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> _Held | _GetterCall | None:
+        """Back from ``expr`` to ``self.X`` (a :class:`_Held`) or to a getter call (:class:`_GetterCall`)."""
         indexed, view = False, None
         for _ in range(_MAX_WALK):
             if isinstance(expr, Call):
@@ -314,7 +319,8 @@ class CostModel:
                     expr = f.value
                     continue
                 if isinstance(f, Attr):
-                    return f.attr, indexed or bool(expr.args), view
+                    on_self = isinstance(f.value, Name) and f.value.id == "self"
+                    return _GetterCall(f.attr, indexed or bool(expr.args), view, on_self)
                 return None
             if isinstance(expr, Subscript):
                 if not expr.index or isinstance(expr.index[0], Slice):
@@ -357,10 +363,19 @@ class CostModel:
         for facts, d in self._defs_named(name):
             if d.kind != "method":
                 continue
-            rets = [r for r in facts.returns if r.scope == d.qualname]
-            ends = [self._walk(facts, d.qualname, r.value, r.line) for r in rets]
-            held = [e for e in ends if isinstance(e, _Held)]
-            if not rets or len(held) != len(ends) or len({h.attr for h in held}) != 1:
+            held: list[_Held] = []
+            for r in facts.returns:
+                if r.scope != d.qualname:
+                    continue
+                end = self._walk(facts, d.qualname, r.value, r.line)
+                if isinstance(end, _GetterCall) and end.on_self:  # `return self._get_key_buffer(layer_id)`
+                    own = [h for h in self._getter(end.name) if h.holders and h.holders[0][0] is facts
+                           and h.holders[0][1].qualname == d.parent]
+                    held += [_Held(h.holders, h.attr, h.indexed, h.view or end.view) for h in own[:1]]
+                elif isinstance(end, _Held):
+                    held.append(end)
+            # Returns that end elsewhere (a dequantized copy) are not the buffer: the ones that do must agree.
+            if not held or len({h.attr for h in held}) != 1:
                 continue
             view = next((h.view for h in held if h.view), None)
             found.append(_Held(held[0].holders, held[0].attr, all(h.indexed for h in held), view))
@@ -485,12 +500,11 @@ class CostModel:
         if method is None or method.operand != "receiver":
             return None
         end = self._walk(facts, cast.scope, cast.receiver, cast.line)
-        if isinstance(end, tuple):
-            name, indexed, view = end
-            got = self._choose(self._getter(name), finding.path)
+        if isinstance(end, _GetterCall):
+            got = self._choose(self._getter(end.name), finding.path)
             if got is None:
                 return None
-            end = _Held(got.holders, got.attr, got.indexed or indexed, got.view or view)
+            end = _Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
         if not isinstance(end, _Held) or not end.holders:
             return None
         return self._cost_of(end, self._dst(cast))

@@ -752,7 +752,9 @@ def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
     f.keys(cost, _COST_KEYS, "cost")
     for section in ("config", "flags"):
         table = f.mapping(cost, section, f"cost.{section}", " {NAME: [PARAMETER, ...]}")
-        for key in table or {}:
+        if table is None:
+            continue
+        for key in table:
             where = f"cost.{section}.{key}"
             if not isinstance(key, str):
                 f.err(_key_line(table, key), where, f"expected a name, got {_what(key)}")

@@ -63,7 +63,15 @@ def _scan(*extra_args: str, tmp: Path) -> dict:
 
 
 def _by_file(doc: dict) -> dict[str, dict]:
-    return {f["path"].rsplit("/", 1)[-1]: f for f in doc["findings"]}
+    """The first finding (in ranked order) of each file."""
+    out: dict[str, dict] = {}
+    for f in doc["findings"]:
+        out.setdefault(f["path"].rsplit("/", 1)[-1], f)
+    return out
+
+
+def _at(doc: dict, name: str, line: int) -> dict:
+    return next(f for f in doc["findings"] if f["path"].endswith("/" + name) and f["line"] == line)
 
 
 def test_formula_text_without_bindings_and_value_null(tmp_path: Path) -> None:
@@ -89,10 +97,20 @@ def test_value_with_model_config_and_flags_times_layers(tmp_path: Path) -> None:
 def test_mha_pool_with_set_values_and_uint8_storage(tmp_path: Path) -> None:
     doc = _scan("--set", "layer_num=32", "--set", "head_num=8", "--set", "head_dim=128", "--kv-tokens", "1000",
                 "--kv-cache-dtype", "fp8_e5m2", tmp=tmp_path)
-    cost = _by_file(doc)["head_backend.py"]["cost"]
+    cost = _at(doc, "head_backend.py", 12)["cost"]
     assert cost["src_dtype"] == "torch.uint8" and cost["dst_dtype"] == "torch.float32"
     assert cost["value"] == 32 * (1000 + 1) * 8 * 128 * (1 + 4)
     assert not [d for d in doc["diagnostics"] if d["path"] == "--set"]
+
+
+def test_getter_through_a_self_call_ignores_a_dequantized_return(tmp_path: Path) -> None:
+    """get_key_buffer returns self._get_key_buffer(i), whose returns are the buffer or a dequantized copy."""
+    doc = _scan("--set", "layer_num=2", "--set", "head_num=2", "--set", "head_dim=4", "--kv-tokens", "9",
+                "--kv-cache-dtype", "bf16", "--set", "activation_dtype=torch.float32", tmp=tmp_path)
+    cost = _at(doc, "head_backend.py", 17)["cost"]
+    assert cost["holder"] == "HeadKVPool.k_buffer"  # the word "head" in head_backend.py picks the class
+    assert cost["value"] == 2 * 10 * 2 * 4 * (2 + 4)
+    assert _at(doc, "pools.py", 76)["cost"] is None  # a parameter: no allocation castfind can see
 
 
 def test_unused_set_is_reported(tmp_path: Path) -> None:
@@ -138,7 +156,9 @@ def test_sarif_and_text_carry_the_cost(tmp_path: Path) -> None:
     out = tmp_path / "r.sarif"
     runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--sarif", str(out)])
     results = json.loads(out.read_text())["runs"][0]["results"]
-    assert all("cost" in res["properties"] for res in results)
+    costed = [res for res in results if "cost" in res["properties"]]
+    assert len(costed) == 3 and len(results) == 4  # the parameter cast in pools.py has none
+    assert all(set(res["properties"]["cost"]) >= {"shape", "per_step", "value"} for res in costed)
 
 
 def test_cost_section_is_validated(tmp_path: Path) -> None:
