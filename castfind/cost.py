@@ -75,11 +75,15 @@ def _dtype_text(value: str) -> str:
 
 def bindings(spec: CostSpec, *, config: Mapping[str, Any] | None = None, kv_tokens: int | None = None,
              kv_cache_dtype: str | None = None, sets: Sequence[tuple[str, str]] = ()) -> Bindings:
-    """The names bound for this run: the rules' defaults, then the config fields, the flags, ``--set``.
+    """The names bound for this run: the rules' defaults, then the config fields (each as ``config.FIELD``
+    too, what a model's constructor reads), the flags, ``--set``.
 
     Raises ValueError for a ``--kv-cache-dtype`` no ``cost.kv_cache_dtypes`` entry or dtype names.
     """
     values: dict[str, str] = dict(spec.defaults)
+    for key, v in (config or {}).items():  # `config.hidden_size` in a model's own constructor
+        if isinstance(key, str) and key.isidentifier() and isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            values[f"config.{key}"] = _dtype_text(v) if isinstance(v, str) else str(v)
     for key, names in spec.config:
         v = (config or {}).get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float, str)):

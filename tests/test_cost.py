@@ -220,6 +220,7 @@ def test_bindings_priority_and_dtype_names() -> None:
     assert b.values["layer_num"] == "2" and b.values["size"] == "7" and b.values["page_size"] == "1"
     assert b.values["activation_dtype"] == "torch.bfloat16" and b.values["dtype"] == "activation_dtype"
     assert Evaluator(b).value("dtype") == "torch.bfloat16"
+    assert Evaluator(b).number("config.num_hidden_layers * 2") == 122  # a model's `config.FIELD`
 
 
 def test_api_scan_takes_bindings() -> None:
