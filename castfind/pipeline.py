@@ -464,8 +464,12 @@ class _IndexLookup:
         self.words = Words(index)
 
     def definitions(self, name: str) -> list[tuple[Any, Any]]:
+        # PERF: only files whose text defines the name are decoded (`Module`, a base of thousands of
+        # classes, is a word of most files and defined in none of them).
+        pattern = re.compile(rb"\b(?:class|def)\s+" + re.escape(name.encode()) + rb"\b")
+        files = [sf for sf in self.words.containing([name]) if pattern.search(self.index.data(sf))]
         out: list[tuple[Any, Any]] = []
-        for facts in self.index.load_files(self.words.containing([name])):
+        for facts in self.index.load_files(files):
             out += [(facts, d) for d in facts.definitions if d.name == name]
         return out
 
