@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -438,9 +438,9 @@ class CostModel:
         key = (ref[0].module, ref[1].qualname, attr)
         if key in self._attrs:
             return self._attrs[key]
-        self._attrs[key] = None  # a cycle (`self.a` set from `self.a`) ends here: unknown
         if depth > MAX_DEPTH:
-            return None
+            return None  # not memoised: the same attribute reached less deeply may still resolve
+        self._attrs[key] = None  # a cycle (`self.a` set from `self.a`) ends here: unknown
         cands = [a for a in self._allocs(ref, f"self.{attr}", ("value",)) if a.text != "None"]
         chosen = None
         conditional = [a for a in cands if a.when is not None]
@@ -583,15 +583,3 @@ def _atomic(text: str) -> bool:
 
 def _dtype_like(text: str) -> bool:
     return "dtype" in text or text.startswith("torch.")
-
-
-def costs(findings: Sequence[Finding], model: CostModel,
-          wanted: Callable[[Finding], bool] = lambda f: True) -> list[Finding]:
-    """``findings`` with each cost attached (those ``wanted`` and whose allocation was found)."""
-    from dataclasses import replace
-
-    out = []
-    for f in findings:
-        c = model.cost(f) if wanted(f) else None
-        out.append(replace(f, cost=c) if c is not None else f)
-    return out

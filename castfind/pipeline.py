@@ -483,13 +483,64 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
 
     PERF: only findings are costed (after suppression and scope), each class and attribute once per run.
     """
-    from castfind.cost import costs
-
-    model = CostModel(scan_plan.ruleset, _IndexLookup(scan_plan.index), scan_plan.bindings)
-    out = costs(found, model, lambda f: bool(f.root) and f.rule != MEASURED_CAST.id)
-    diags = [Diagnostic("--set", 0, f"--set {n}: no cost formula of this scan uses {n}", "config")
-             for n in model.unused_sets()]
+    wanted = [f for f in found if f.root and f.rule != MEASURED_CAST.id]
+    got = _carried_costs(scan_plan, wanted)
+    if got is None:
+        model = CostModel(scan_plan.ruleset, _IndexLookup(scan_plan.index), scan_plan.bindings)
+        got = ({_cost_id(f): model.cost(f) for f in wanted}, model.unused_sets())
+        _store_costs(scan_plan, got)
+    table, unused = got
+    out = [replace(f, cost=table.get(_cost_id(f))) if table.get(_cost_id(f)) is not None else f for f in found]
+    diags = [Diagnostic("--set", 0, f"--set {n}: no cost formula of this scan uses {n}", "config") for n in unused]
     return out, diags
+
+
+def _cost_id(f: Finding) -> tuple[str, str, int, int, str]:
+    return (Path(f.root).resolve().name, f.path, f.line, f.column, f.rule)
+
+
+def _cost_key(scan_plan: ScanPlan) -> str | None:
+    """Where this configuration's costs are stored, with the bound names (None: no cache, no carried results)."""
+    if scan_plan.index.cache is None or scan_plan.memo_key is None:
+        return None
+    import hashlib
+
+    bound = scan_plan.bindings
+    digest = hashlib.blake2b(repr((sorted(bound.values.items()), bound.explicit)).encode(), digest_size=16)
+    return f"{scan_plan.memo_key}-cost-{digest.hexdigest()}"
+
+
+def _carried_costs(scan_plan: ScanPlan, wanted: list[Finding]) -> tuple[dict[Any, Any], list[str]] | None:
+    """The costs the last run with these bound names computed on this very tree, if they cover ``wanted``.
+
+    PERF: costing decodes the facts of the pools' and the findings' files (seconds on the sglang wheel);
+    a warm scan of an unchanged tree reads one row instead.
+    """
+    key = _cost_key(scan_plan)
+    if key is None:
+        return None
+    from castfind import memo as carried
+
+    assert scan_plan.index.cache is not None
+    doc = carried.loads(scan_plan.index.cache.get_memo(key))
+    if doc is None or doc.get("tree") != carried.tree_digest(scan_plan.index):
+        return None
+    table, unused = doc.get("costs"), doc.get("unused")
+    if not (isinstance(table, dict) and isinstance(unused, list) and all(_cost_id(f) in table for f in wanted)):
+        return None
+    return table, unused
+
+
+def _store_costs(scan_plan: ScanPlan, got: tuple[dict[Any, Any], list[str]]) -> None:
+    key = _cost_key(scan_plan)
+    if key is None:
+        return
+    from castfind import memo as carried
+
+    assert scan_plan.index.cache is not None
+    scan_plan.index.cache.put_memo(key, carried.dumps({"version": carried.MEMO_VERSION,
+                                                       "tree": carried.tree_digest(scan_plan.index),
+                                                       "costs": got[0], "unused": got[1]}))
 
 
 _IGNORE_TEXT = re.compile(rb"castfind:\s*ignore", re.IGNORECASE)

@@ -230,3 +230,16 @@ def test_api_scan_takes_bindings() -> None:
         kv_tokens=1, kv_cache_dtype="bf16")
     latent = next(f for f in run.report.findings if f.path.endswith("latent_backend.py"))
     assert latent.cost is not None and latent.cost.value == 1 * 2 * 1 * 2 * (2 + 2)
+
+
+def test_costs_are_carried_per_bindings_and_tree(tmp_path: Path) -> None:
+    """A warm scan reads the costs of an unchanged tree back; other bound names, or a changed file, compute."""
+    args = ("--set", "layer_num=2", "--set", "kv_lora_rank=3", "--set", "qk_rope_head_dim=1", "--kv-tokens", "9",
+            "--kv-cache-dtype", "bf16", "--set", "activation_dtype=torch.float32")
+    first = _at(_scan(*args, tmp=tmp_path), "latent_backend.py", 10)["cost"]
+    assert _at(_scan(*args, tmp=tmp_path), "latent_backend.py", 10)["cost"] == first
+    other = _at(_scan(*args, "--set", "layer_num=4", tmp=tmp_path), "latent_backend.py", 10)["cost"]
+    assert other["value"] == 2 * first["value"]
+    unused = _scan(*args, "--set", "nothing=1", tmp=tmp_path)
+    assert [d["message"] for d in unused["diagnostics"] if d["path"] == "--set"] == [
+        "--set nothing: no cost formula of this scan uses nothing"]
