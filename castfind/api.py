@@ -50,6 +50,10 @@ def scan(
     warn_unused_ignores: bool = True,
     baseline_commit: str | None = None,
     include_tests: bool = False,
+    sets: list[tuple[str, str]] | None = None,
+    model_config: str | None = None,
+    kv_tokens: int | None = None,
+    kv_cache_dtype: str | None = None,
     **index_options: Any,
 ) -> ScanRun:
     """Scan roots for whole-buffer casts; never prints.
@@ -63,7 +67,9 @@ def scan(
     ``warn_unused_ignores``: report ignore comments that silence nothing (CF001). ``baseline_commit``: report only
     findings new relative to that git commit (GitRefError when the roots are in no repository or it names no
     commit; checked before parsing).     ``include_tests``: report findings in every file, tests and benchmarks too (by default those the
-    configuration's ``report-exclude`` matches are set aside and counted). The phases are in
+    configuration's ``report-exclude`` matches are set aside and counted). ``sets``, ``model_config``,
+    ``kv_tokens``, ``kv_cache_dtype``: the names each finding's static cost is evaluated over
+    (:mod:`castfind.cost`; a model config that cannot be read is a ValueError). The phases are in
     :mod:`castfind.pipeline`; the carried results are saved before ``post`` reads any trace, so a
     bad trace does not cost the next scan its warm start.
     """
@@ -73,6 +79,7 @@ def scan(
         traces=tuple(traces or ()), demand=demand, explain=explain, stops=stops, exclude=tuple(exclude),
         warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit, include_tests=include_tests,
         index=pipeline.IndexOptions(**index_options),
+        cost=pipeline.CostRequest(tuple(sets or ()), model_config, kv_tokens, kv_cache_dtype),
     )
     scan_plan = pipeline.plan(request)
     out = pipeline.run(scan_plan)

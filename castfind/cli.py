@@ -240,6 +240,14 @@ def scan(
                                             "indexed but not reported: [tool.castfind] report-exclude)."),
     eager: bool = typer.Option(False, "--eager", help="Parse every file instead of only those that can matter (slower; same findings)."),
     color: bool = typer.Option(False, "--color", help="Colour the text output."),
+    set_: list[str] | None = typer.Option(None, "--set", metavar="NAME=VALUE",
+                                          help="Bind a name of the cost formulas (repeatable), e.g. --set layer_num=61."),
+    model_config: str | None = typer.Option(None, "--model-config", metavar="FILE",
+                                            help="A Hugging Face config.json whose fields bind the cost formulas' names."),
+    kv_tokens: int | None = typer.Option(None, "--kv-tokens", metavar="N", min=1,
+                                         help="KV-cache slots (the pools' size) for the cost formulas."),
+    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", metavar="DTYPE",
+                                              help="SGLang's --kv-cache-dtype (auto, bf16, fp8_e4m3, fp8_e5m2, ...)."),
     cache_dir: str | None = CacheDirOpt,
     no_cache: bool = NoCacheOpt,
     jobs: int = JobsOpt,
@@ -287,6 +295,7 @@ def scan(
     except registry.UnknownFormat as e:
         _fail(str(e))
     _check_outputs(output, outputs)
+    sets = [_set_spec(s) for s in set_ or []]
     explain_at = None
     if explain:
         explain_at = _explain_spec(explain)
@@ -308,7 +317,8 @@ def scan(
                        write_baseline=write_baseline, traces=list(trace or []), demand=not eager,
                        explain=explain_at is not None, stops=stops, exclude=tuple(exclude or ()),
                        warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit,
-                       include_tests=include_tests, cache_dir=cache_dir,
+                       include_tests=include_tests, sets=sets, model_config=model_config, kv_tokens=kv_tokens,
+                       kv_cache_dtype=kv_cache_dtype, cache_dir=cache_dir,
                        use_cache=not no_cache, jobs=n_jobs, max_file_size=_size(max_file_size),
                        progress=_progress("parsing"))
     except errors as e:
@@ -393,6 +403,15 @@ def _check_explain_file(path: str, roots: list[str]) -> None:
         return
     where = f"here or under {', '.join(roots)}" if roots else "here"
     _fail(f"{path}: no such file ({where}) — pass --explain PATH:LINE of a file inside a root")
+
+
+def _set_spec(spec: str) -> tuple[str, str]:
+    """``--set NAME=VALUE`` → (name, value); a usage error otherwise."""
+    name, eq, value = spec.partition("=")
+    name, value = name.strip(), value.strip()
+    if not eq or not name.isidentifier() or not value:
+        _fail(f"--set {spec}: expected NAME=VALUE, e.g. --set layer_num=61")
+    return name, value
 
 
 def _explain_spec(spec: str) -> tuple[str, int, int | None]:

@@ -17,8 +17,10 @@ from typing import Any
 import libcst as cst
 
 from castfind import casts
+from castfind.allocs import allocations
 from castfind.cstwalk import TokenWalker, walk
 from castfind.facts import (
+    Allocation,
     Annotation,
     Assign,
     Attr,
@@ -747,7 +749,8 @@ def _bracket_depth(source: bytes) -> int:
 
 def _python_verdict(source: bytes, path: str,
                     branches: list[tuple[int, int, int, int]] | None = None,
-                    lazy: list[LazyExport] | None = None) -> tuple[int, tuple[int, str] | None]:
+                    lazy: list[LazyExport] | None = None,
+                    allocs: list[Allocation] | None = None) -> tuple[int, tuple[int, str] | None]:
     """(tree depth, None) when CPython parses the file, else (0, (line, message)) — or, when its own
     parser ran out of stack, (``MAX_DEPTH + 1``, (line, message)).
 
@@ -765,6 +768,8 @@ def _python_verdict(source: bytes, path: str,
     depth = _tree_depth(tree, branches)
     if lazy is not None and depth <= MAX_DEPTH and isinstance(tree, ast.Module):
         lazy += lazy_exports(tree)
+    if allocs is not None and depth <= MAX_DEPTH and isinstance(tree, ast.Module):
+        allocs += allocations(tree)
     return depth, None
 
 
@@ -777,7 +782,8 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
     """
     branches: list[tuple[int, int, int, int]] = []
     lazy: list[LazyExport] = []
-    depth, rejected = _python_verdict(source, path, branches, lazy)
+    allocs: list[Allocation] = []
+    depth, rejected = _python_verdict(source, path, branches, lazy, allocs)
     if depth > MAX_DEPTH:
         why = rejected[1] if rejected else f"{depth} levels deep, castfind's parser takes {MAX_DEPTH}"
         return FileFacts(module, path, is_package, error=(1, f"too deeply nested: {why}"),
@@ -820,6 +826,7 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         all_names=tuple(w.all_names) if w.all_names is not None else None,
         annotations=tuple(w.annotations),
         lazy=tuple(lazy),
+        allocations=tuple(allocs),
     )
 
 

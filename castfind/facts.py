@@ -17,7 +17,7 @@ from castfind import casts
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"13-{casts.digest()}"
+EXTRACTOR_VERSION = f"14-{casts.digest()}"
 
 DefKind = Literal["function", "method", "class"]
 
@@ -296,6 +296,37 @@ class LazyExport:
     kind: Literal["getattr", "module"] = "getattr"
 
 
+AllocKind = Literal["tensor", "parameter", "linear", "value"]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """``self.X = ...`` in a method: a tensor allocated there, or (``kind="value"``) the expression an
+    attribute is set to in ``__init__`` or in a method that allocates, so a shape can be substituted.
+
+    Everything is source text (as ``ast.unparse`` writes it): ``shape`` the dimensions of a
+    ``torch.zeros|empty|full|ones|randn`` call (its tuple argument or its positional sizes; ``None``: not
+    written out), ``dtype`` its ``dtype=`` argument, ``count`` the ``N`` of a list comprehension
+    ``[torch.zeros(...) for _ in range(N)]`` (one buffer per layer), ``text`` the expression of a
+    ``value`` (at most :data:`ALLOC_TEXT_LIMIT` characters; longer ones are not recorded). ``when``: the
+    test of the innermost enclosing ``if`` (``not (...)`` in its ``else``).
+    """
+
+    target: str  # ``self.kv_buffer``
+    scope: str  # the method's qualname, ``Pool._create_buffers``
+    line: int
+    kind: AllocKind
+    shape: tuple[str, ...] | None = None
+    dtype: str | None = None
+    count: str | None = None
+    text: str = ""
+    when: str | None = None
+
+
+#: The longest expression text an :class:`Allocation` of kind ``value`` keeps.
+ALLOC_TEXT_LIMIT = 300
+
+
 @dataclass(frozen=True, slots=True)
 class FileFacts:
     """Everything castfind needs from one source file."""
@@ -322,6 +353,8 @@ class FileFacts:
     branches: tuple[tuple[int, int, int, int], ...] = ()
     #: Names provided lazily (module ``__getattr__``, lazy-module tables).
     lazy: tuple[LazyExport, ...] = ()
+    #: Buffers allocated and attributes set in methods (``self.X = torch.zeros(...)``): what costs are made of.
+    allocations: tuple[Allocation, ...] = ()
 
 
 def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
@@ -332,5 +365,5 @@ def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
 # fields() for every object; a warm scan loads millions of these records from the cache. Pickling
 # them as a constructor call with positional values is several times faster.
 for _cls in (Name, Attr, Call, Slice, Subscript, Const, Seq, Other, Import, Assign, CallSite, Return, Guard,
-             Cast, Definition, Dynamic, FileFacts, Annotation, LazyExport):
+             Cast, Definition, Dynamic, FileFacts, Annotation, LazyExport, Allocation):
     _cls.__reduce__ = _reduce  # type: ignore[method-assign]

@@ -44,15 +44,17 @@ def _rank_key(f: Finding) -> tuple[Any, ...]:
     sev = SEVERITY_RANK.get(f.severity, len(SEVERITY_RANK))
     measured = f.runtime is not None
     total = f.runtime.bytes_total if f.runtime is not None else 0
-    return (sev, not measured, -total, -f.score, f.path, f.line, f.column, f.rule)
+    static = f.cost.value if f.cost is not None and f.cost.value is not None else None
+    return (sev, not measured, -total, static is None, -(static or 0.0), -f.score, f.path, f.line, f.column, f.rule)
 
 
 def rank(findings: Iterable[Finding]) -> list[Finding]:
     """Order findings for display: severity (error, warning, info), then measured bytes.
 
     Within a severity, findings with a runtime measurement come first, largest
-    ``runtime.bytes_total`` first; the rest follow, by static ``score`` (buffer kind, loop
-    depth, decode path) highest first. Ties break on path, line, column,
+    ``runtime.bytes_total`` first; then those whose static cost is known (``cost.value``, bytes per step
+    from the allocation, :mod:`castfind.cost`), largest first; the rest follow, by static ``score`` (buffer
+    kind, loop depth, decode path) highest first. Ties break on path, line, column,
     then rule id, so the order is total and stable across runs.
     """
     return sorted(findings, key=_rank_key)

@@ -29,6 +29,7 @@ from castfind import findings as fnd
 from castfind import gitref, sourcetext
 from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
+from castfind.cost import Bindings, CostModel, bindings
 from castfind.discover import Package, package_roots
 from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.gitref import RootAtRef
@@ -66,6 +67,17 @@ class IndexOptions:
 
 
 @dataclass(frozen=True)
+class CostRequest:
+    """The names a cost formula may be evaluated over (:mod:`castfind.cost`): ``--set NAME=VALUE``,
+    ``--model-config`` (a Hugging Face ``config.json``), ``--kv-tokens``, ``--kv-cache-dtype``."""
+
+    sets: tuple[tuple[str, str], ...] = ()
+    model_config: str | None = None
+    kv_tokens: int | None = None
+    kv_cache_dtype: str | None = None
+
+
+@dataclass(frozen=True)
 class ScanRequest:
     """A scan as asked for, before configuration files are read (:func:`castfind.api.scan`'s
     arguments). ``None`` and empty mean "not given": the configuration's value applies."""
@@ -87,6 +99,7 @@ class ScanRequest:
     baseline_commit: str | None = None
     include_tests: bool = False
     index: IndexOptions = field(default_factory=IndexOptions)
+    cost: CostRequest = field(default_factory=CostRequest)
 
 
 @dataclass(frozen=True)
@@ -122,6 +135,8 @@ class ScanPlan:
     index_options: IndexOptions = field(default_factory=IndexOptions)
     report_exclude: tuple[str, ...] = ()
     packages: tuple[Package, ...] = ()
+    #: The names cost formulas are evaluated over (settled in :func:`plan`: a bad config file fails early).
+    bindings: Bindings = field(default_factory=Bindings)
 
 
 @dataclass(frozen=True)
@@ -224,6 +239,7 @@ def plan(request: ScanRequest) -> ScanPlan:
     ruleset = load_rules([str(r) for r in cfg.rules])
     if cfg.entry_points:
         ruleset = ruleset.with_entry_points(tuple(cfg.entry_points))
+    bound = _bindings(ruleset, request.cost)
     if request.only:
         _check_only_files(request.paths, roots)
     at_ref = gitref.resolve(roots, request.baseline_commit) if request.baseline_commit is not None else ()
@@ -251,8 +267,33 @@ def plan(request: ScanRequest) -> ScanPlan:
         warn_unused_ignores=request.warn_unused_ignores, baseline_commit=at_ref, baseline_ref=request.baseline_commit,
         index_options=opts,
         report_exclude=() if request.include_tests else tuple(cfg.report_exclude),
-        packages=package_roots(index.files, tuple(cfg.report_exclude)),
+        packages=package_roots(index.files, tuple(cfg.report_exclude)), bindings=bound,
     )
+
+
+def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
+    """The names bound for cost formulas; a model config that cannot be read is a ValueError (one line)."""
+    config: dict[str, Any] | None = None
+    if req.model_config is not None:
+        import json
+
+        try:
+            with open(req.model_config, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except OSError as e:
+            raise ValueError(f"{req.model_config}: --model-config: cannot read: {e.strerror}") from None
+        except (ValueError, RecursionError) as e:
+            why = " ".join(str(e).split())
+            raise ValueError(f"{req.model_config}: --model-config: not JSON: {why}") from None
+        if not isinstance(doc, dict):
+            raise ValueError(f"{req.model_config}: --model-config: expected a JSON object (a Hugging Face "
+                             f"config.json), got {type(doc).__name__}")
+        config = doc
+    for name, _ in req.sets:
+        if not name.isidentifier():
+            raise ValueError(f"--set {name}: expected NAME=VALUE with NAME an identifier")
+    return bindings(ruleset.cost, config=config, kv_tokens=req.kv_tokens, kv_cache_dtype=req.kv_cache_dtype,
+                    sets=req.sets)
 
 
 def _whole_outcome(request: ScanRequest, opts: IndexOptions) -> bool:
@@ -385,7 +426,8 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     if scan_plan.warn_unused_ignores:
         kept += _unused_suppressions(scan_plan, sup.used)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
-    diags = [*out.diagnostics, *sup.diagnostics]
+    kept, cost_diags = _costs(scan_plan, kept)
+    diags = [*out.diagnostics, *sup.diagnostics, *cost_diags]
     cache = scan_plan.index.cache
     if cache is not None:
         diags += [Diagnostic(str(cache.path), 0, n, "cache") for n in cache.notices]
@@ -409,6 +451,96 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.warn_unused_ignores),
                    out.explanations, wrote, out.stops, scan_plan.packages)
+
+
+class _IndexLookup:
+    """:class:`castfind.cost.Lookup` over the index: definitions by name (files found by identifier,
+    their facts from the cache), each name looked up once."""
+
+    def __init__(self, index: Index) -> None:
+        from castfind.words import Words
+
+        self.index = index
+        self.words = Words(index)
+
+    def definitions(self, name: str) -> list[tuple[Any, Any]]:
+        # PERF: only files whose text defines the name are decoded (`Module`, a base of thousands of
+        # classes, is a word of most files and defined in none of them).
+        pattern = re.compile(rb"\b(?:class|def)\s+" + re.escape(name.encode()) + rb"\b")
+        files = [sf for sf in self.words.containing([name]) if pattern.search(self.index.data(sf))]
+        out: list[tuple[Any, Any]] = []
+        for facts in self.index.load_files(files):
+            out += [(facts, d) for d in facts.definitions if d.name == name]
+        return out
+
+    def facts(self, root: str, path: str) -> Any:
+        sf = self.index.file_for_path(os.path.join(root, path)) if root else self.index.file_for_path(path)
+        return self.index.facts_of(sf) if sf is not None else None
+
+
+def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], list[Diagnostic]]:
+    """Each finding's static cost (:mod:`castfind.cost`), and a diagnostic per ``--set`` name no formula used.
+
+    PERF: only findings are costed (after suppression and scope), each class and attribute once per run.
+    """
+    wanted = [f for f in found if f.root and f.rule != MEASURED_CAST.id]
+    got = _carried_costs(scan_plan, wanted)
+    if got is None:
+        model = CostModel(scan_plan.ruleset, _IndexLookup(scan_plan.index), scan_plan.bindings)
+        got = ({_cost_id(f): model.cost(f) for f in wanted}, model.unused_sets())
+        _store_costs(scan_plan, got)
+    table, unused = got
+    out = [replace(f, cost=table.get(_cost_id(f))) if table.get(_cost_id(f)) is not None else f for f in found]
+    diags = [Diagnostic("--set", 0, f"--set {n}: no cost formula of this scan uses {n}", "config") for n in unused]
+    return out, diags
+
+
+def _cost_id(f: Finding) -> tuple[str, str, int, int, str]:
+    return (Path(f.root).resolve().name, f.path, f.line, f.column, f.rule)
+
+
+def _cost_key(scan_plan: ScanPlan) -> str | None:
+    """Where this configuration's costs are stored, with the bound names (None: no cache, no carried results)."""
+    if scan_plan.index.cache is None or scan_plan.memo_key is None:
+        return None
+    import hashlib
+
+    bound = scan_plan.bindings
+    digest = hashlib.blake2b(repr((sorted(bound.values.items()), bound.explicit)).encode(), digest_size=16)
+    return f"{scan_plan.memo_key}-cost-{digest.hexdigest()}"
+
+
+def _carried_costs(scan_plan: ScanPlan, wanted: list[Finding]) -> tuple[dict[Any, Any], list[str]] | None:
+    """The costs the last run with these bound names computed on this very tree, if they cover ``wanted``.
+
+    PERF: costing decodes the facts of the pools' and the findings' files (seconds on the sglang wheel);
+    a warm scan of an unchanged tree reads one row instead.
+    """
+    key = _cost_key(scan_plan)
+    if key is None:
+        return None
+    from castfind import memo as carried
+
+    assert scan_plan.index.cache is not None
+    doc = carried.loads(scan_plan.index.cache.get_memo(key))
+    if doc is None or doc.get("tree") != carried.tree_digest(scan_plan.index):
+        return None
+    table, unused = doc.get("costs"), doc.get("unused")
+    if not (isinstance(table, dict) and isinstance(unused, list) and all(_cost_id(f) in table for f in wanted)):
+        return None
+    return table, unused
+
+
+def _store_costs(scan_plan: ScanPlan, got: tuple[dict[Any, Any], list[str]]) -> None:
+    key = _cost_key(scan_plan)
+    if key is None:
+        return
+    from castfind import memo as carried
+
+    assert scan_plan.index.cache is not None
+    scan_plan.index.cache.put_memo(key, carried.dumps({"version": carried.MEMO_VERSION,
+                                                       "tree": carried.tree_digest(scan_plan.index),
+                                                       "costs": got[0], "unused": got[1]}))
 
 
 _IGNORE_TEXT = re.compile(rb"castfind:\s*ignore", re.IGNORECASE)

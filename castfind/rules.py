@@ -248,6 +248,29 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class CostSpec:
+    """``cost:``: how configuration reaches the names a buffer's allocation is written over.
+
+    ``config``: a Hugging Face ``config.json`` field → the names it binds (``num_hidden_layers`` →
+    ``layer_num``, the pools' constructor parameter); ``flags``: ``kv_tokens`` / ``kv_cache_dtype`` → the
+    names they bind; ``defaults``: names bound unless something else binds them (``page_size: 1``);
+    ``kv_cache_dtypes``: SGLang's ``--kv-cache-dtype`` spellings → torch dtypes; ``activation``: patterns of
+    dtype expressions that stand for the model's activation dtype (``q.dtype``: bound to the name
+    ``activation_dtype``).
+    """
+
+    config: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    defaults: tuple[tuple[str, str], ...] = ()
+    kv_cache_dtypes: tuple[tuple[str, str], ...] = ()
+    activation: tuple[str, ...] = ()
+
+
+#: The flags a ``cost.flags`` entry may name.
+COST_FLAGS = ("kv_tokens", "kv_cache_dtype")
+
+
+@dataclass(frozen=True)
 class RuleSet:
     """Everything the rule engine needs, merged from all rule files."""
 
@@ -264,6 +287,8 @@ class RuleSet:
     sources: tuple[str, ...] = ()
     #: ``rank.entry_points``: a bonus for findings whose hot path starts at a matching function.
     entry_point_rank: dict[str, float] = field(default_factory=dict)
+    #: ``cost:``: configuration → the names of allocation formulas (:mod:`castfind.cost`).
+    cost: CostSpec = field(default_factory=CostSpec)
     _words: re.Pattern[bytes] | None = field(default=None, compare=False)
 
     def is_entry(self, qualname: str) -> bool:
@@ -329,7 +354,8 @@ class RuleSet:
         return re.compile(("(?:" + "|".join(alts) + r")\b").encode()) if alts else None
 
 
-_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "rules")
+_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "rules")
+_COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation")
 _KIND_KEYS = ("getters", "attributes", "exclude", "infer_getters", "replace", "weight")
 #: The fields an ``exclude`` pattern may apply to (YAML key → what it matches).
 _EXCLUDE_KEYS = ("name", "class")
@@ -340,7 +366,15 @@ _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
 def default_rule_dir() -> Path:
-    """The rule files shipped inside the package (``castfind.ruledata``, the repo's ``rules/``)."""
+    """The rule files shipped inside the package (``castfind.ruledata``, the repo's ``rules/``).
+
+    A source tree's own ``rules/`` comes first: an editable install maps ``castfind.ruledata`` to the
+    tree it was installed from, which is not this one when a second checkout (a git worktree) is run
+    with its folder on ``PYTHONPATH``.
+    """
+    local = Path(__file__).resolve().parent.parent / "rules"
+    if (local / "castfind.yaml").is_file() and (local / "__init__.py").is_file():
+        return local
     try:
         return Path(str(resources.files("castfind.ruledata")))
     except ModuleNotFoundError:  # running from a source tree that was not installed
@@ -637,6 +671,7 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
         for m, spec in casts.items():
             _parse_cast_override(f, casts, m, spec, acc["casts"])
     _parse_rank(f, data, acc["entry_point_rank"])
+    _parse_cost(f, data, acc["cost"])
     rules = data.get("rules")
     if rules is None:
         return
@@ -706,6 +741,44 @@ def _parse_rank(f: _File, data: _Map, entry_rank: dict[str, float]) -> None:
         bonus = f.number_value(value, line, where)
         if bonus is not None:
             entry_rank[pattern] = bonus
+
+
+def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
+    """``cost: {config: {FIELD: [NAME]}, flags: {FLAG: [NAME]}, defaults: {NAME: VALUE},
+    kv_cache_dtypes: {SPELLING: DTYPE}, activation: [PATTERN]}``; a later file's entries override."""
+    cost = f.mapping(data, "cost", "cost", " {config: ..., flags: ..., defaults: ..., kv_cache_dtypes: ...}")
+    if cost is None:
+        return
+    f.keys(cost, _COST_KEYS, "cost")
+    for section in ("config", "flags"):
+        table = f.mapping(cost, section, f"cost.{section}", " {NAME: [PARAMETER, ...]}")
+        if table is None:
+            continue
+        for key in table:
+            where = f"cost.{section}.{key}"
+            if not isinstance(key, str):
+                f.err(_key_line(table, key), where, f"expected a name, got {_what(key)}")
+                continue
+            if section == "flags" and key not in COST_FLAGS:
+                f.err(_key_line(table, key), where, f"unknown flag; expected one of {list(COST_FLAGS)}")
+                continue
+            acc[section][key] = f.strings(table, key, where)
+    for section in ("defaults", "kv_cache_dtypes"):
+        table = f.mapping(cost, section, f"cost.{section}", " {NAME: VALUE}")
+        for key, value in (table or {}).items():
+            where = f"cost.{section}.{key}"
+            if not isinstance(key, str):
+                f.err(_key_line(table, key), where, f"expected a name, got {_what(key)}")
+            elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                f.err(_key_line(table, key), where, f"expected a number or a string, got {_what(value)}")
+            else:
+                acc[section][key] = str(value)
+    acc["activation"]["*"] = (*acc["activation"].get("*", ()), *f.strings(cost, "activation", "cost.activation"))
+
+
+def _cost_spec(acc: dict[str, dict[str, Any]]) -> CostSpec:
+    return CostSpec(tuple(acc["config"].items()), tuple(acc["flags"].items()), tuple(acc["defaults"].items()),
+                    tuple(acc["kv_cache_dtypes"].items()), tuple(dict.fromkeys(acc["activation"].get("*", ()))))
 
 
 def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, BufferKind]) -> None:
@@ -859,7 +932,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     errors: list[RuleError] = []
     acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_decorators": (),
                            "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
-                           "casts": dict(cast_table.by_name()), "entry_point_rank": {}}
+                           "casts": dict(cast_table.by_name()), "entry_point_rank": {},
+                           "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {}}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
         files = rule_files(wanted + list(dirs or []))
@@ -878,7 +952,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                                         f"unknown buffer kind {k!r}; define it under 'buffers'"))
     rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_decorators"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
-                 tuple(str(f) for f in files), acc["entry_point_rank"])
+                 tuple(str(f) for f in files), acc["entry_point_rank"], _cost_spec(acc["cost"]))
     return rs, errors
 
 

@@ -57,6 +57,31 @@ class Runtime:
 
 
 @dataclass(frozen=True, slots=True)
+class Cost:
+    """What a flagged cast costs, read from the code that allocated its buffer (:mod:`castfind.cost`).
+
+    ``shape`` is the buffer's shape as formulas over constructor parameters and configuration names;
+    ``bytes_per_call`` is ``numel × (src + dst bytes)`` as a formula, ``per_step`` that times the
+    multiplicity (``× layer_num`` for one buffer of a per-layer list); ``value`` the bytes per step once
+    every name is bound (``--model-config``, ``--kv-tokens``, ``--set``), else None. ``holder``: the
+    class and attribute the allocation was read from (``MLAPool.kv_buffer``).
+    """
+
+    shape: tuple[str, ...]
+    src_dtype: str | None
+    dst_dtype: str | None
+    bytes_per_call: str
+    per_step: str
+    value: float | None = None
+    holder: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "src_dtype": self.src_dtype, "dst_dtype": self.dst_dtype,
+                "bytes_per_call": self.bytes_per_call, "per_step": self.per_step, "value": self.value,
+                "holder": self.holder}
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One flagged cast: where it is, which rule, why, and (with a trace) what it costs."""
 
@@ -77,6 +102,7 @@ class Finding:
     runtime: Runtime | None = None
     module: str = ""  # dotted module name, used to match runtime traces and fingerprints
     score: float = 0.0  # static badness (buffer kind, loop depth, decode path): ranks within a severity
+    cost: Cost | None = None  # read from the allocation of its buffer (castfind.cost), after the engine
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +121,7 @@ class Finding:
             "provenance": list(self.provenance),
             "fix": self.fix,
             "runtime": self.runtime.to_dict() if self.runtime else None,
+            "cost": self.cost.to_dict() if self.cost else None,
         }
 
     def __str__(self) -> str:

@@ -62,6 +62,25 @@ def test_scan_flags_the_whole_fp8_pool_cast_in_forward_decode(sglang_scan):
     assert (MLA, 761) in {(e["path"], e["line"]) for e in errors}
 
 
+def test_scan_costs_the_mla_pool_cast_from_its_allocation(corpus, corpus_cache, sglang_scan, tmp_path):
+    """Issue 11: with a DeepSeek-V3-like config the 822 cast costs 61 layers × the MLA pool's per-layer buffer
+    (allocated in MLATokenToKVPool._create_buffers) × (1 byte FP8 read + 2 bytes BF16 write), and ranks first.
+    The engine's outcome is carried from ``sglang_scan`` (bindings are not part of it: costs come after)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+                               "hidden_size": 7168, "torch_dtype": "bfloat16"}))
+    r = run_castfind("scan", str(corpus["sglang"]), "--cache-dir", str(corpus_cache), "--json", "-j", "2",
+                     "--model-config", str(cfg), "--kv-tokens", "495552", "--kv-cache-dtype", "fp8_e4m3")
+    assert r.returncode == 1, r.stderr
+    errors = [f for f in json.loads(r.stdout)["findings"] if f["severity"] == "error"]
+    assert (errors[0]["path"], errors[0]["line"]) == (MLA, 822)
+    cost = errors[0]["cost"]
+    assert cost["holder"] == "MLATokenToKVPool.kv_buffer"
+    assert cost["shape"] == ["size + page_size", "1", "kv_lora_rank + qk_rope_head_dim"]
+    assert cost["per_step"].startswith("layer_num * ")
+    assert cost["value"] == 61 * (495552 + 1) * (512 + 64) * (1 + 2)
+
+
 def test_scan_keeps_batch_casts_quiet(sglang_scan):
     flagged = {(f["path"], f["line"]) for f in sglang_scan["findings"] if f["severity"] == "error"}
     assert (MLA, 747) not in flagged and (MLA, 748) not in flagged

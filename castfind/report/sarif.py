@@ -125,6 +125,8 @@ def _result(f: Finding, index: int, fp: str, base_id: str) -> dict[str, Any]:
         properties["provenance"] = list(f.provenance)
     if f.runtime is not None:
         properties["runtime"] = f.runtime.to_dict()
+    if f.cost is not None:
+        properties["cost"] = f.cost.to_dict()
     text = f.message + (f" Fix: {f.fix}" if f.fix else "")
     return {
         "ruleId": f.rule,

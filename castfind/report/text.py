@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
-from castfind.types import Finding, Runtime
+from castfind.types import Cost, Finding, Runtime
 
-__all__ = ["format_bytes", "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary"]
+__all__ = ["format_bytes", "format_cost", "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary"]
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
@@ -61,10 +61,19 @@ def format_runtime(rt: Runtime) -> str:
     return text
 
 
+def format_cost(c: Cost) -> str:
+    """``[size + page_size, 1, 576] torch.float8_e4m3fn→activation_dtype, per step: layer_num * (...) = 48.6 GiB``."""
+    text = (f"[{', '.join(c.shape)}] {c.src_dtype or '?'}→{c.dst_dtype or '?'}, per step: {c.per_step}"
+            f"{f' = {format_bytes(c.value)}' if c.value is not None else ' (unbound names: --model-config, --set)'}")
+    return text + (f" ({c.holder})" if c.holder else "")
+
+
 def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: bool = False) -> list[str]:
     """The lines of one finding's block, without a trailing blank line."""
     severity = _paint(f.severity, _BOLD + _SEVERITY_COLOUR.get(f.severity, ""), color)
     head = f"{_paint(f'{f.path}:{f.line}:{f.column}:', _BOLD, color)} {f.rule} {severity} {f.message}"
+    if f.cost is not None and f.cost.value is not None:
+        head += f" [{format_bytes(f.cost.value)}/step]"
     lines = [head]
     if source_line is not None:
         src = source_line(f.root, f.path, f.line)
@@ -74,6 +83,8 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
         lines.append(f"{_INDENT}hot path: {' → '.join(f.hot_path)}")
     if f.provenance:
         lines.append(f"{_INDENT}provenance: {' → '.join(f.provenance)}")
+    if f.cost is not None:
+        lines.append(f"{_INDENT}cost: {format_cost(f.cost)}")
     if f.runtime is not None:
         lines.append(f"{_INDENT}runtime: {format_runtime(f.runtime)}")
     if f.fix:

@@ -1,0 +1,245 @@
+"""Static cost: allocation facts, formulas over constructor parameters, bound values, ×N per step (fixtures/cost)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from castfind import api, cli, codec
+from castfind.cost import MAX_TEXT, Bindings, CostModel, Evaluator, Unknown, bindings
+from castfind.extract import extract_source
+from castfind.findings import rank
+from castfind.rules import RuleError, load_rules
+from castfind.types import Cost, Finding
+from tests.support import REPO
+
+FIX = REPO / "fixtures" / "cost"
+POOLS = FIX / "servekit" / "pools.py"
+DSV3 = {"num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "hidden_size": 7168,
+        "torch_dtype": "bfloat16"}
+runner = CliRunner()
+
+
+def _facts(path: Path):
+    return extract_source(path.read_bytes(), "servekit.pools", "servekit/pools.py", False)
+
+
+def test_allocation_facts_are_extracted() -> None:
+    allocs = {(a.scope, a.target): a for a in _facts(POOLS).allocations if a.kind != "value"}
+    kv = allocs[("LatentKVPool._create_buffers", "self.kv_buffer")]
+    assert (kv.kind, kv.shape, kv.dtype, kv.count) == (
+        "tensor", ("self.size + self.page_size", "1", "self.kv_cache_dim"), "self.store_dtype", "self.layer_num")
+    v = allocs[("HeadKVPool.__init__", "self.v_buffer")]  # positional sizes, not a tuple
+    assert v.shape == ("self.size + self.page_size", "self.head_num", "self.head_dim") and v.count == "self.layer_num"
+    w = allocs[("Projection.__init__", "self.weight")]
+    assert (w.kind, w.shape, w.dtype, w.count) == ("parameter", ("vocab_size", "hidden_size"), "params_dtype", None)
+    g = allocs[("Projection.__init__", "self.gate")]
+    assert (g.kind, g.shape) == ("linear", ("8", "hidden_size"))
+
+
+def test_attribute_values_keep_the_test_of_their_if() -> None:
+    values = [a for a in _facts(POOLS).allocations if a.kind == "value" and a.target == "self.store_dtype"]
+    assert [(a.text, a.when) for a in values] == [
+        ("torch.uint8", "dtype in (torch.float8_e5m2, torch.float8_e4m3fn)"),
+        ("dtype", "not (dtype in (torch.float8_e5m2, torch.float8_e4m3fn))")]
+    dim = next(a for a in _facts(POOLS).allocations if a.target == "self.kv_cache_dim")
+    assert dim.text == "override_kv_cache_dim if self.packed else kv_lora_rank + qk_rope_head_dim"
+
+
+def test_allocation_facts_round_trip_through_the_codec() -> None:
+    facts = _facts(POOLS)
+    assert codec.loads(codec.dumps(facts)) == facts
+    c = Cost(("a", "1"), "torch.uint8", None, "a * 1 * (1 + 4)", "n * a * 1 * (1 + 4)", 3.0, "P.kv")
+    assert codec.loads(codec.dumps(c)) == c
+
+
+def _scan(*extra_args: str, tmp: Path) -> dict:
+    r = runner.invoke(cli.app, ["scan", str(FIX), "--cache-dir", str(tmp / "cache"), "--json", *extra_args])
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)
+
+
+def _by_file(doc: dict) -> dict[str, dict]:
+    """The first finding (in ranked order) of each file."""
+    out: dict[str, dict] = {}
+    for f in doc["findings"]:
+        out.setdefault(f["path"].rsplit("/", 1)[-1], f)
+    return out
+
+
+def _at(doc: dict, name: str, line: int) -> dict:
+    return next(f for f in doc["findings"] if f["path"].endswith("/" + name) and f["line"] == line)
+
+
+def test_formula_text_without_bindings_and_value_null(tmp_path: Path) -> None:
+    found = _by_file(_scan(tmp=tmp_path))
+    cost = found["latent_backend.py"]["cost"]
+    assert cost["shape"] == ["size + page_size", "1", "kv_lora_rank + qk_rope_head_dim"]  # use_dsa defaults to False
+    assert cost["src_dtype"] == "dtype" and cost["dst_dtype"] == "activation_dtype"  # the getter's .view(self.dtype)
+    assert cost["per_step"].startswith("layer_num * ")
+    assert cost["value"] is None and cost["holder"] == "LatentKVPool.kv_buffer"
+
+
+def test_value_with_model_config_and_flags_times_layers(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(DSV3))
+    doc = _scan("--model-config", str(cfg), "--kv-tokens", "495552", "--kv-cache-dtype", "fp8_e4m3", tmp=tmp_path)
+    cost = _by_file(doc)["latent_backend.py"]["cost"]
+    per_call = (495552 + 1) * 1 * (512 + 64) * (1 + 2)  # fp8 read, bf16 write
+    assert cost["value"] == 61 * per_call  # one buffer of a per-layer list of 61: ×61 per step
+    assert cost["value"] > 40e9
+    assert _by_file(doc)["latent_backend.py"] is doc["findings"][0]  # ranked first by its value
+
+
+def test_mha_pool_with_set_values_and_uint8_storage(tmp_path: Path) -> None:
+    doc = _scan("--set", "layer_num=32", "--set", "head_num=8", "--set", "head_dim=128", "--kv-tokens", "1000",
+                "--kv-cache-dtype", "fp8_e5m2", tmp=tmp_path)
+    cost = _at(doc, "head_backend.py", 12)["cost"]
+    assert cost["src_dtype"] == "torch.uint8" and cost["dst_dtype"] == "torch.float32"
+    assert cost["value"] == 32 * (1000 + 1) * 8 * 128 * (1 + 4)
+    assert not [d for d in doc["diagnostics"] if d["path"] == "--set"]
+
+
+def test_getter_through_a_self_call_ignores_a_dequantized_return(tmp_path: Path) -> None:
+    """get_key_buffer returns self._get_key_buffer(i), whose returns are the buffer or a dequantized copy."""
+    doc = _scan("--set", "layer_num=2", "--set", "head_num=2", "--set", "head_dim=4", "--kv-tokens", "9",
+                "--kv-cache-dtype", "bf16", "--set", "activation_dtype=torch.float32", tmp=tmp_path)
+    cost = _at(doc, "head_backend.py", 17)["cost"]
+    assert cost["holder"] == "HeadKVPool.k_buffer"  # the word "head" in head_backend.py picks the class
+    assert cost["value"] == 2 * 10 * 2 * 4 * (2 + 4)
+    assert _at(doc, "pools.py", 76)["cost"] is None  # a parameter: no allocation castfind can see
+
+
+def test_unused_set_is_reported(tmp_path: Path) -> None:
+    doc = _scan("--set", "layer_num=4", "--set", "num_experts=256", tmp=tmp_path)
+    unused = [d["message"] for d in doc["diagnostics"] if d["path"] == "--set"]
+    assert unused == ["--set num_experts: no cost formula of this scan uses num_experts"]
+
+
+def test_small_per_batch_tensor_gets_no_finding_and_no_cost(tmp_path: Path) -> None:
+    doc = _scan("--kv-tokens", "1000", tmp=tmp_path)
+    lines = {(f["path"].rsplit("/", 1)[-1], f["line"]) for f in doc["findings"]}
+    assert ("head_backend.py", 13) not in lines  # self.seq_lens[:bs].to(...): a batch slice, not the pool
+    assert all(f["cost"] is None or f["cost"]["holder"].endswith(("kv_buffer", "v_buffer", "k_buffer"))
+               for f in doc["findings"])
+
+
+@pytest.mark.parametrize("content, why", [("{not json", "not JSON"), ("[1, 2]", "expected a JSON object")])
+def test_bad_model_config_is_one_line_exit_2(tmp_path: Path, content: str, why: str) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(content)
+    r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--model-config", str(cfg)])
+    assert r.exit_code == 2
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and why in err and str(cfg) in err
+
+
+def test_missing_model_config_and_bad_set_are_usage_errors(tmp_path: Path) -> None:
+    r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--model-config", str(tmp_path / "nope.json")])
+    assert r.exit_code == 2 and "cannot read" in r.stderr
+    r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--set", "layer_num"])
+    assert r.exit_code == 2 and "NAME=VALUE" in r.stderr
+    r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--kv-cache-dtype", "fp9"])
+    assert r.exit_code == 2 and "unknown --kv-cache-dtype" in r.stderr
+
+
+def test_sarif_and_text_carry_the_cost(tmp_path: Path) -> None:
+    r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--set", "layer_num=2", "--kv-tokens", "9",
+                                "--set", "kv_lora_rank=3", "--set", "qk_rope_head_dim=1", "--kv-cache-dtype", "bf16",
+                                "--set", "activation_dtype=torch.float32"])
+    head = next(line for line in r.stdout.splitlines() if "latent_backend.py" in line)
+    assert head.endswith(f"[{2 * 10 * 1 * 4 * (2 + 4)} B/step]")
+    assert "    cost: [size + page_size, 1, kv_lora_rank + qk_rope_head_dim]" in r.stdout
+    out = tmp_path / "r.sarif"
+    runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--sarif", str(out)])
+    results = json.loads(out.read_text())["runs"][0]["results"]
+    costed = [res for res in results if "cost" in res["properties"]]
+    assert len(costed) == 3 and len(results) == 4  # the parameter cast in pools.py has none
+    assert all(set(res["properties"]["cost"]) >= {"shape", "per_step", "value"} for res in costed)
+
+
+def test_cost_section_is_validated(tmp_path: Path) -> None:
+    (tmp_path / "r.yaml").write_text("cost:\n  flags:\n    kv_slots: [size]\n  defaults: {page_size: [1]}\n")
+    with pytest.raises(RuleError) as e:
+        load_rules([tmp_path])
+    assert "cost.flags.kv_slots" in str(e.value)
+    (tmp_path / "r.yaml").write_text("cost: [1\n")
+    with pytest.raises(RuleError) as e:
+        load_rules([tmp_path])
+    assert str(tmp_path / "r.yaml") in str(e.value) and "\n" not in str(e.value)
+
+
+def test_evaluator_is_safe_and_small() -> None:
+    ev = Evaluator(Bindings({"n": "3", "d": "torch.float8_e4m3fn", "a": "b", "b": "a"}))
+    assert ev.number("max(n, 2) * (n + 1) // 2") == 6
+    assert ev.truth("d in (torch.float8_e5m2, torch.float8_e4m3fn)") is True
+    for text in ("__import__('os')", "n ** 99", "m + 1", "a", "[x for x in y]", "n.__class__"):
+        assert ev.number(text) is None, text
+    with pytest.raises(Unknown):
+        ev.value("open('x')")
+
+
+def test_substitution_is_bounded_and_memoised() -> None:
+    """A chain of attributes each doubling the last (`self.a1 = self.a0 + self.a0` ...) stops at the text
+    budget instead of growing exponentially, and each attribute is resolved once."""
+    body = "\n".join(f"        self.a{i + 1} = self.a{i} + self.a{i} if self.c{i} else self.a{i} * 2"
+                     for i in range(40))
+    src = f"class P:\n    def __init__(self, a0):\n        self.a0 = a0\n{body}\n"
+    facts = extract_source(src.encode(), "m", "m.py", False)
+    (cls,) = [d for d in facts.definitions if d.kind == "class"]
+
+    class One:
+        def definitions(self, name):
+            return [(facts, cls)] if name == "P" else []
+
+        def facts(self, root, path):
+            return facts
+
+    model = CostModel(load_rules(), One(), Bindings())
+    text = model.substitute((facts, cls), "self.a40")
+    assert len(text) <= MAX_TEXT
+    assert len(model._attrs) <= 41
+
+
+def test_ranking_puts_known_values_first_among_errors() -> None:
+    def f(line: int, value: float | None, score: float = 1.0) -> Finding:
+        cost = Cost((), None, None, "", "", value) if value is not None or line == 3 else None
+        return Finding("CF101", "n", "error", "r", "a.py", line, line, 1, "f", "e", "m", score=score, cost=cost)
+
+    ordered = rank([f(1, None, score=9.0), f(2, 10.0), f(3, None), f(4, 1e12)])
+    assert [x.line for x in ordered] == [4, 2, 1, 3]
+
+
+def test_bindings_priority_and_dtype_names() -> None:
+    spec = load_rules().cost
+    b = bindings(spec, config={"num_hidden_layers": 61, "torch_dtype": "bfloat16"}, kv_tokens=7,
+                 kv_cache_dtype="auto", sets=[("layer_num", "2")])
+    assert b.values["layer_num"] == "2" and b.values["size"] == "7" and b.values["page_size"] == "1"
+    assert b.values["activation_dtype"] == "torch.bfloat16" and b.values["dtype"] == "activation_dtype"
+    assert Evaluator(b).value("dtype") == "torch.bfloat16"
+    assert Evaluator(b).number("config.num_hidden_layers * 2") == 122  # a model's `config.FIELD`
+
+
+def test_api_scan_takes_bindings() -> None:
+    run = api.scan(
+        [str(FIX)], use_cache=False, sets=[("layer_num", "1"), ("kv_lora_rank", "1"), ("qk_rope_head_dim", "1"),
+                                           ("activation_dtype", "torch.bfloat16")],
+        kv_tokens=1, kv_cache_dtype="bf16")
+    latent = next(f for f in run.report.findings if f.path.endswith("latent_backend.py"))
+    assert latent.cost is not None and latent.cost.value == 1 * 2 * 1 * 2 * (2 + 2)
+
+
+def test_costs_are_carried_per_bindings_and_tree(tmp_path: Path) -> None:
+    """A warm scan reads the costs of an unchanged tree back; other bound names, or a changed file, compute."""
+    args = ("--set", "layer_num=2", "--set", "kv_lora_rank=3", "--set", "qk_rope_head_dim=1", "--kv-tokens", "9",
+            "--kv-cache-dtype", "bf16", "--set", "activation_dtype=torch.float32")
+    first = _at(_scan(*args, tmp=tmp_path), "latent_backend.py", 10)["cost"]
+    assert _at(_scan(*args, tmp=tmp_path), "latent_backend.py", 10)["cost"] == first
+    other = _at(_scan(*args, "--set", "layer_num=4", tmp=tmp_path), "latent_backend.py", 10)["cost"]
+    assert other["value"] == 2 * first["value"]
+    unused = _scan(*args, "--set", "nothing=1", tmp=tmp_path)
+    assert [d["message"] for d in unused["diagnostics"] if d["path"] == "--set"] == [
+        "--set nothing: no cost formula of this scan uses nothing"]
