@@ -407,11 +407,12 @@ def _check_explain_file(path: str, roots: list[str]) -> None:
 
 def _set_spec(spec: str) -> tuple[str, str]:
     """``--set NAME=VALUE`` → (name, value); a usage error otherwise."""
-    name, eq, value = spec.partition("=")
-    name, value = name.strip(), value.strip()
-    if not eq or not name.isidentifier() or not value:
-        _fail(f"--set {spec}: expected NAME=VALUE, e.g. --set layer_num=61")
-    return name, value
+    from castfind.cost import parse_set
+
+    try:
+        return parse_set(spec)
+    except ValueError as e:
+        _fail(str(e))
 
 
 def _explain_spec(spec: str) -> tuple[str, int, int | None]:

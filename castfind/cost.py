@@ -73,6 +73,16 @@ def _dtype_text(value: str) -> str:
     return f"torch.{value}" if value in DTYPE_BYTES else value
 
 
+def parse_set(spec: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (one ``--set``) → (name, value); ValueError (one line) unless NAME is an identifier
+    and VALUE is not empty."""
+    name, eq, value = spec.partition("=")
+    name, value = name.strip(), value.strip()
+    if not eq or not name.isidentifier() or not value:
+        raise ValueError(f"--set {spec}: expected NAME=VALUE with NAME an identifier, e.g. --set layer_num=61")
+    return name, value
+
+
 def bindings(spec: CostSpec, *, config: Mapping[str, Any] | None = None, kv_tokens: int | None = None,
              kv_cache_dtype: str | None = None, sets: Sequence[tuple[str, str]] = ()) -> Bindings:
     """The names bound for this run: the rules' defaults, then the config fields (each as ``config.FIELD``
@@ -555,7 +565,15 @@ class CostModel:
                 value *= float(x or 0)
             value *= src_b + dst_b
         owner = ref[1].qualname
-        return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}")
+        unbound = () if value is not None else self._unbound(per_step, src, dst)
+        return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", unbound)
+
+    def _unbound(self, *texts: str | None) -> tuple[str, ...]:
+        """The names of ``texts`` that do not evaluate (unbound, or bound to what is not a value)."""
+        names: set[str] = set()
+        for t in texts:
+            names |= names_in(t or "")
+        return tuple(sorted(n for n in names if self.ev.number(n) is None and self._bytes(n) is None))
 
     def _bytes(self, dtype: str | None) -> int | None:
         if dtype is None:

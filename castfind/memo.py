@@ -20,6 +20,7 @@ just means computing everything.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -276,6 +277,12 @@ def _parse_query(dep: str) -> QueryKey:
     return ast.literal_eval(dep[2:])
 
 
+#: index → (how many files it had, their digest). PERF: a run checks the digest two or three times
+#: (outcome, costs, where); an index only grows (:meth:`Index.add_files`) and a file's content key is
+#: fixed once read, so the digest is recomputed only when files were added.
+_DIGESTS: weakref.WeakKeyDictionary[Index, tuple[int, str]] = weakref.WeakKeyDictionary()
+
+
 def tree_digest(index: Index) -> str:
     """A digest of the indexed tree: every file's root-relative id, module name and content key.
 
@@ -283,9 +290,37 @@ def tree_digest(index: Index) -> str:
     pure function of both), so a warm scan of an unchanged tree replays it whole
     (:func:`castfind.pipeline.run`) instead of replaying its steps one by one.
     """
+    known = _DIGESTS.get(index)
+    if known is not None and known[0] == len(index.files):
+        return known[1]
     ids = file_ids(index.files)
     rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
-    return hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
+    digest = hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
+    _DIGESTS[index] = (len(index.files), digest)
+    return digest
+
+
+def load_for_tree(index: Index, key: str) -> dict[str, Any] | None:
+    """The row stored under ``key`` by :func:`store_for_tree`, when it was stored for this very tree
+    (same :func:`tree_digest`); None when absent, damaged, of another version or of another tree.
+
+    The one mechanism behind every carried result (a scan's whole outcome, its costs, a ``where``
+    answer): each is a pure function of its key and the tree.
+    """
+    assert index.cache is not None
+    doc = loads(index.cache.get_memo(key))
+    return doc if doc is not None and same_tree(index, doc) else None
+
+
+def same_tree(index: Index, doc: dict[str, Any]) -> bool:
+    """Was ``doc`` (a row of :func:`store_for_tree`) stored for the tree ``index`` holds now?"""
+    return doc.get("tree") == tree_digest(index)
+
+
+def store_for_tree(index: Index, key: str, payload: dict[str, Any]) -> None:
+    """Store ``payload`` under ``key`` with this tree's digest (read back by :func:`load_for_tree`)."""
+    assert index.cache is not None
+    index.cache.put_memo(key, dumps({**payload, "version": MEMO_VERSION, "tree": tree_digest(index)}))
 
 
 def root_ids(files: list[SourceFile]) -> dict[str, str]:

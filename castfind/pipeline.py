@@ -29,7 +29,7 @@ from castfind import findings as fnd
 from castfind import gitref, sourcetext
 from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
-from castfind.cost import Bindings, CostModel, bindings
+from castfind.cost import Bindings, CostModel, bindings, parse_set
 from castfind.discover import Package, package_roots
 from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.gitref import RootAtRef
@@ -289,11 +289,9 @@ def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
             raise ValueError(f"{req.model_config}: --model-config: expected a JSON object (a Hugging Face "
                              f"config.json), got {type(doc).__name__}")
         config = doc
-    for name, _ in req.sets:
-        if not name.isidentifier():
-            raise ValueError(f"--set {name}: expected NAME=VALUE with NAME an identifier")
+    sets = [parse_set(f"{name}={value}") for name, value in req.sets]  # API callers pass pairs: same check
     return bindings(ruleset.cost, config=config, kv_tokens=req.kv_tokens, kv_cache_dtype=req.kv_cache_dtype,
-                    sets=req.sets)
+                    sets=sets)
 
 
 def _whole_outcome(request: ScanRequest, opts: IndexOptions) -> bool:
@@ -316,9 +314,8 @@ def _carried_outcome(index: Index, key: str) -> RunOutput | None:
     """
     from castfind import memo as carried
 
-    assert index.cache is not None
-    doc = carried.loads(index.cache.get_memo(key))
-    if doc is None or doc.get("tree") != carried.tree_digest(index):
+    doc = carried.load_for_tree(index, key)
+    if doc is None:
         return None
     found, diags, stats, modules = doc.get("findings"), doc.get("diagnostics"), doc.get("stats"), doc.get("modules")
     if not (isinstance(found, list) and all(isinstance(f, Finding) for f in found)
@@ -397,14 +394,11 @@ def _store_outcome(scan_plan: ScanPlan, out: RunOutput, key: str) -> None:
     """The whole outcome under ``key``, with the digest of the tree it was computed on."""
     from castfind import memo as carried
 
-    cache = scan_plan.index.cache
-    assert cache is not None
     ids = carried.root_ids(scan_plan.index.files)
-    cache.put_memo(key, carried.dumps({
-        "version": carried.MEMO_VERSION, "tree": carried.tree_digest(scan_plan.index),
+    carried.store_for_tree(scan_plan.index, key, {
         "findings": [replace(f, root=ids.get(f.root, f.root)) for f in out.findings],
         "diagnostics": list(out.diagnostics), "stats": {k: v for k, v in out.stats.items() if k != "seconds"},
-        "modules": dict(out.modules)}))
+        "modules": dict(out.modules)})
 
 
 # --------------------------------------------------------------------------- post
@@ -483,20 +477,26 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
 
     PERF: only findings are costed (after suppression and scope), each class and attribute once per run.
     """
+    from castfind import memo as carried
+
+    roots = carried.root_ids(scan_plan.index.files)
+
+    def cost_id(f: Finding) -> tuple[str, str, int, int, str]:
+        # Root-relative (the root's number, not its absolute path): a moved checkout carries its costs,
+        # and two roots with the same folder name stay apart.
+        return (roots.get(f.root, f.root), f.path, f.line, f.column, f.rule)
+
     wanted = [f for f in found if f.root and f.rule != MEASURED_CAST.id]
-    got = _carried_costs(scan_plan, wanted)
+    got = _carried_costs(scan_plan, [cost_id(f) for f in wanted])
     if got is None:
         model = CostModel(scan_plan.ruleset, _IndexLookup(scan_plan.index), scan_plan.bindings)
-        got = ({_cost_id(f): model.cost(f) for f in wanted}, model.unused_sets())
+        got = ({cost_id(f): model.cost(f) for f in wanted}, model.unused_sets())
         _store_costs(scan_plan, got)
     table, unused = got
-    out = [replace(f, cost=table.get(_cost_id(f))) if table.get(_cost_id(f)) is not None else f for f in found]
-    diags = [Diagnostic("--set", 0, f"--set {n}: no cost formula of this scan uses {n}", "config") for n in unused]
+    out = [replace(f, cost=table.get(cost_id(f))) if table.get(cost_id(f)) is not None else f for f in found]
+    diags = [Diagnostic("--set", 0, f"{n}: no cost formula of this scan reads {n}; check the name against the "
+                                   f"formulas the findings' cost lines show", "config") for n in unused]
     return out, diags
-
-
-def _cost_id(f: Finding) -> tuple[str, str, int, int, str]:
-    return (Path(f.root).resolve().name, f.path, f.line, f.column, f.rule)
 
 
 def _cost_key(scan_plan: ScanPlan) -> str | None:
@@ -510,7 +510,8 @@ def _cost_key(scan_plan: ScanPlan) -> str | None:
     return f"{scan_plan.memo_key}-cost-{digest.hexdigest()}"
 
 
-def _carried_costs(scan_plan: ScanPlan, wanted: list[Finding]) -> tuple[dict[Any, Any], list[str]] | None:
+def _carried_costs(scan_plan: ScanPlan, wanted: list[tuple[str, str, int, int, str]]
+                   ) -> tuple[dict[Any, Any], list[str]] | None:
     """The costs the last run with these bound names computed on this very tree, if they cover ``wanted``.
 
     PERF: costing decodes the facts of the pools' and the findings' files (seconds on the sglang wheel);
@@ -521,12 +522,11 @@ def _carried_costs(scan_plan: ScanPlan, wanted: list[Finding]) -> tuple[dict[Any
         return None
     from castfind import memo as carried
 
-    assert scan_plan.index.cache is not None
-    doc = carried.loads(scan_plan.index.cache.get_memo(key))
-    if doc is None or doc.get("tree") != carried.tree_digest(scan_plan.index):
+    doc = carried.load_for_tree(scan_plan.index, key)
+    if doc is None:
         return None
     table, unused = doc.get("costs"), doc.get("unused")
-    if not (isinstance(table, dict) and isinstance(unused, list) and all(_cost_id(f) in table for f in wanted)):
+    if not (isinstance(table, dict) and isinstance(unused, list) and all(k in table for k in wanted)):
         return None
     return table, unused
 
@@ -537,10 +537,7 @@ def _store_costs(scan_plan: ScanPlan, got: tuple[dict[Any, Any], list[str]]) -> 
         return
     from castfind import memo as carried
 
-    assert scan_plan.index.cache is not None
-    scan_plan.index.cache.put_memo(key, carried.dumps({"version": carried.MEMO_VERSION,
-                                                       "tree": carried.tree_digest(scan_plan.index),
-                                                       "costs": got[0], "unused": got[1]}))
+    carried.store_for_tree(scan_plan.index, key, {"costs": got[0], "unused": got[1]})
 
 
 _IGNORE_TEXT = re.compile(rb"castfind:\s*ignore", re.IGNORECASE)

@@ -63,8 +63,9 @@ class Cost:
     ``shape`` is the buffer's shape as formulas over constructor parameters and configuration names;
     ``bytes_per_call`` is ``numel × (src + dst bytes)`` as a formula, ``per_step`` that times the
     multiplicity (``× layer_num`` for one buffer of a per-layer list); ``value`` the bytes per step once
-    every name is bound (``--model-config``, ``--kv-tokens``, ``--set``), else None. ``holder``: the
-    class and attribute the allocation was read from (``MLAPool.kv_buffer``).
+    every name is bound (``--model-config``, ``--kv-tokens``, ``--set``), else None, and then ``unbound``
+    names the formula's names no configuration bound. ``holder``: the class and attribute the allocation
+    was read from (``MLAPool.kv_buffer``).
     """
 
     shape: tuple[str, ...]
@@ -74,11 +75,12 @@ class Cost:
     per_step: str
     value: float | None = None
     holder: str = ""
+    unbound: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"shape": list(self.shape), "src_dtype": self.src_dtype, "dst_dtype": self.dst_dtype,
                 "bytes_per_call": self.bytes_per_call, "per_step": self.per_step, "value": self.value,
-                "holder": self.holder}
+                "holder": self.holder, "unbound": list(self.unbound)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,8 @@ class Diagnostic:
         return {"path": self.path, "line": self.line, "kind": self.kind, "message": self.message}
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
+        # Line 0: about the whole file (or flag) named by ``path``, not one of its lines.
+        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -429,7 +429,7 @@ def _carried(index: Index, key: str) -> WhereResult | None:
     modules = Modules(index)
     if any(modules.add_installed(top) != found for top, found in installed.items()):
         return None  # a package was installed or removed since: resolve again
-    if doc.get("tree") != carried.tree_digest(index):
+    if not carried.same_tree(index, doc):  # after the packages: looking for one may add its files
         return None
     try:
         result = _from_plain(plain)
@@ -442,10 +442,9 @@ def _carried(index: Index, key: str) -> WhereResult | None:
 
 
 def _carry(index: Index, key: str, result: WhereResult, installed: dict[str, bool]) -> None:
-    assert index.cache is not None
-    doc = {"version": carried.MEMO_VERSION, "tree": carried.tree_digest(index), "installed": installed,
-           "result": _to_plain(replace(result, diagnostics=tuple(d for d in result.diagnostics if d.kind != "cache")))}
-    index.cache.put_memo(key, carried.dumps(doc))
+    carried.store_for_tree(index, key, {
+        "installed": installed,
+        "result": _to_plain(replace(result, diagnostics=tuple(d for d in result.diagnostics if d.kind != "cache")))})
 
 
 def _to_plain(r: WhereResult) -> tuple[Any, ...]:

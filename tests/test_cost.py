@@ -81,6 +81,12 @@ def test_formula_text_without_bindings_and_value_null(tmp_path: Path) -> None:
     assert cost["src_dtype"] == "dtype" and cost["dst_dtype"] == "activation_dtype"  # the getter's .view(self.dtype)
     assert cost["per_step"].startswith("layer_num * ")
     assert cost["value"] is None and cost["holder"] == "LatentKVPool.kv_buffer"
+    # What is missing is named, so a user knows which --set to pass.
+    assert {"layer_num", "size", "kv_lora_rank", "qk_rope_head_dim"} <= set(cost["unbound"])
+    assert "page_size" not in cost["unbound"]  # bound by the rules' defaults
+    r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache"])
+    line = next(t for t in r.stdout.splitlines() if t.strip().startswith("cost:") and "kv_lora_rank" in t)
+    assert "(unbound: " in line and "kv_lora_rank" in line.split("(unbound: ")[1]
 
 
 def test_value_with_model_config_and_flags_times_layers(tmp_path: Path) -> None:
@@ -116,7 +122,7 @@ def test_getter_through_a_self_call_ignores_a_dequantized_return(tmp_path: Path)
 def test_unused_set_is_reported(tmp_path: Path) -> None:
     doc = _scan("--set", "layer_num=4", "--set", "num_experts=256", tmp=tmp_path)
     unused = [d["message"] for d in doc["diagnostics"] if d["path"] == "--set"]
-    assert unused == ["--set num_experts: no cost formula of this scan uses num_experts"]
+    assert [m.split(";")[0] for m in unused] == ["num_experts: no cost formula of this scan reads num_experts"]
 
 
 def test_small_per_batch_tensor_gets_no_finding_and_no_cost(tmp_path: Path) -> None:
@@ -241,5 +247,6 @@ def test_costs_are_carried_per_bindings_and_tree(tmp_path: Path) -> None:
     other = _at(_scan(*args, "--set", "layer_num=4", tmp=tmp_path), "latent_backend.py", 10)["cost"]
     assert other["value"] == 2 * first["value"]
     unused = _scan(*args, "--set", "nothing=1", tmp=tmp_path)
-    assert [d["message"] for d in unused["diagnostics"] if d["path"] == "--set"] == [
-        "--set nothing: no cost formula of this scan uses nothing"]
+    assert [d["message"].split(";")[0] for d in unused["diagnostics"] if d["path"] == "--set"] == [
+        "nothing: no cost formula of this scan reads nothing"]
+

@@ -133,3 +133,20 @@ def test_parse_errors_are_still_reported_when_results_are_replayed(tree, tmp_pat
     diag = lambda run: sorted((d.path, d.line, d.kind) for d in run.report.diagnostics)  # noqa: E731
     assert diag(again) == diag(first)
     assert any(p.endswith("broken.py") and k == "parse-error" for p, _, k in diag(first))
+
+
+def test_tree_digest_is_computed_once_per_set_of_files_and_follows_added_files(tree, tmp_path):
+    """The digest is reused while the index holds the same files (PERF), and changes when one is added."""
+    from castfind import memo
+    from castfind.discover import SourceFile
+    from castfind.pipeline import open_index
+
+    extra = tmp_path / "site" / "extra.py"
+    extra.parent.mkdir()
+    extra.write_text("X = 1\n")
+    index = open_index([str(tree)], use_cache=False, jobs=1)
+    first = memo.tree_digest(index)
+    assert memo.tree_digest(index) == first
+    index.add_files([SourceFile(str(extra.parent), "extra.py", str(extra), "extra", False)])
+    assert memo.tree_digest(index) != first
+    assert memo.tree_digest(open_index([str(tree)], use_cache=False, jobs=1)) == first

@@ -82,7 +82,7 @@ def test_text_exact_output() -> None:
         "python/sglang/srt/layers/moe/fused_moe.py:30:5: CF301 info x.half() is cheap",
         "",
         "python/sglang/broken.py:3: invalid syntax",
-        "/abs/trace.jsonl:0: truncated trace",
+        "/abs/trace.jsonl: truncated trace",
         "",
         "1 error, 1 warning, 1 info in 120 files (2 diagnostics, 1 suppressed inline, 2 hidden by baseline)",
     ]

@@ -403,7 +403,7 @@ def test_trace_show_and_scan_read_a_gzipped_trace(tmp_path):
     for command in (["trace", "show", str(packed)], ["scan", str(root), "--no-cache", "--trace", str(packed)]):
         proc = _castfind(*command)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert proc.stderr.strip().splitlines()[-1].startswith(f"castfind: {packed}:0: cannot decompress")
+        assert proc.stderr.strip().splitlines()[-1].startswith(f"castfind: {packed}: cannot decompress")
 
 
 def _boom(*args, **kwargs):

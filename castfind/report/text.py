@@ -63,8 +63,12 @@ def format_runtime(rt: Runtime) -> str:
 
 def format_cost(c: Cost) -> str:
     """``[size + page_size, 1, 576] torch.float8_e4m3fn→activation_dtype, per step: layer_num * (...) = 48.6 GiB``."""
-    text = (f"[{', '.join(c.shape)}] {c.src_dtype or '?'}→{c.dst_dtype or '?'}, per step: {c.per_step}"
-            f"{f' = {format_bytes(c.value)}' if c.value is not None else ' (unbound names: --model-config, --set)'}")
+    if c.value is not None:
+        known = f" = {format_bytes(c.value)}"
+    else:
+        names = ", ".join(c.unbound) if c.unbound else "?"
+        known = f" (unbound: {names}; bind with --model-config, --kv-tokens or --set NAME=VALUE)"
+    text = f"[{', '.join(c.shape)}] {c.src_dtype or '?'}→{c.dst_dtype or '?'}, per step: {c.per_step}{known}"
     return text + (f" ({c.holder})" if c.holder else "")
 
 

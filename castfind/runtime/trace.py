@@ -67,7 +67,7 @@ class TraceError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        text = f"{self.path}:{self.line}: {self.reason}"
+        text = f"{self.path}:{self.line}: {self.reason}" if self.line else f"{self.path}: {self.reason}"
         return f"{text} — {self.hint}" if self.hint else text
 
     def to_diagnostic(self) -> Diagnostic:
