@@ -26,7 +26,7 @@ RECORDS: tuple[type, ...] = (
     _f.Name, _f.Attr, _f.Call, _f.Slice, _f.Subscript, _f.Const, _f.Seq, _f.Other, _f.Import, _f.Assign,
     _f.CallSite, _f.Return, _f.Guard, _f.Cast, _f.Definition, _f.Dynamic, _f.FileFacts,
     _t.Finding, _t.Runtime, _t.Diagnostic,
-    _f.Annotation, _f.LazyExport, _f.Allocation, _t.Cost,
+    _f.Annotation, _f.LazyExport, _f.Allocation, _t.Cost, _t.CostCheck,
 )
 _BY_NAME: dict[str, type] = {c.__name__: c for c in RECORDS}
 _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in RECORDS}

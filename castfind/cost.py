@@ -31,13 +31,13 @@ import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from castfind import casts
-from castfind.facts import Allocation, Attr, Call, Cast, Definition, Expr, FileFacts, Name, Slice, Subscript, render
+from castfind.facts import Allocation, Attr, Call, Cast, Const, Definition, Expr, FileFacts, Name, Slice, Subscript, render
 from castfind.provenance import VIEW_ATTRIBUTES, Provenance, enclosing_class, holder_classes
 from castfind.rules import CostSpec, RuleSet, glob_match, identifier_tokens
-from castfind.types import Cost, Finding
+from castfind.types import Cost, CostCheck, Finding, Runtime
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -309,6 +309,7 @@ class CostModel:
         self._mro: dict[tuple[str, str], tuple[ClassRef, ...]] = {}
         self._getters: dict[str, tuple[_Held, ...]] = {}
         self._defs: dict[str, Sequence[tuple[FileFacts, Definition]]] = {}
+        self._consts: dict[tuple[str, str], dict[str, str]] = {}
         self.formulas: list[str] = []
 
     # -- the operand --------------------------------------------------------------------------------
@@ -470,9 +471,29 @@ class CostModel:
         self._attrs[key] = got
         return got
 
+    def constants(self, ref: ClassRef) -> dict[str, str]:
+        """Module-level numeric constants (``HEAD_DIM = 128``, assigned once, unconditionally) of the modules
+        that define ``ref`` and its bases, the class's own module first: a shape may be written with them."""
+        key = (ref[0].module, ref[1].qualname)
+        got = self._consts.get(key)
+        if got is None:
+            got = {}
+            for facts in {id(f): f for f, _ in self._mro_of(ref)}.values():  # by identity: facts are large
+                top = [a for a in facts.assigns if a.scope == "" and a.index is None]
+                once = {n for n in (a.target for a in top) if [a.target for a in top].count(n) == 1}
+                for a in top:
+                    if (a.target in once and not a.conditional and isinstance(a.value, Const)
+                            and re.fullmatch(r"\d+", a.value.text)):
+                        got.setdefault(a.target, a.value.text)
+            self._consts[key] = got
+        return got
+
     def substitute(self, ref: ClassRef, text: str, depth: int = 0) -> str:
-        """``text`` with each ``self.a`` replaced by what ``a`` is set to (unknown ones stay as they are)."""
-        if depth > MAX_DEPTH or ("self." not in text and " if " not in text):
+        """``text`` with each ``self.a`` replaced by what ``a`` is set to, and each module constant by its
+        value (unknown ones stay as they are)."""
+        consts = {n: v for n, v in self.constants(ref).items() if n not in self.ev.bound.values}
+        if depth > MAX_DEPTH or ("self." not in text and " if " not in text
+                                 and not (consts and names_in(text) & consts.keys())):
             return text
         try:
             tree = ast.parse(text, mode="eval")
@@ -486,6 +507,10 @@ class CostModel:
                 self.generic_visit(node)
                 test = model.ev.truth(ast.unparse(node.test))
                 return node if test is None else (node.body if test else node.orelse)
+
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                got = consts.get(node.id)
+                return ast.Constant(int(got)) if got is not None else node
 
             def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
                 if isinstance(node.value, ast.Name) and node.value.id == "self":
@@ -565,15 +590,15 @@ class CostModel:
                 value *= float(x or 0)
             value *= src_b + dst_b
         owner = ref[1].qualname
-        unbound = () if value is not None else self._unbound(per_step, src, dst)
+        unbound = () if value is not None else self._unbound([*dims, count or ""], [src, dst])
         return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", unbound)
 
-    def _unbound(self, *texts: str | None) -> tuple[str, ...]:
-        """The names of ``texts`` that do not evaluate (unbound, or bound to what is not a value)."""
-        names: set[str] = set()
-        for t in texts:
-            names |= names_in(t or "")
-        return tuple(sorted(n for n in names if self.ev.number(n) is None and self._bytes(n) is None))
+    def _unbound(self, sizes: Sequence[str], dtypes: Sequence[str | None]) -> tuple[str, ...]:
+        """The names a user has to bind for a value: those of the sizes that are no number, and each dtype
+        castfind cannot size (as written: ``activation_dtype``)."""
+        names = {n for t in sizes for n in names_in(t) if self.ev.number(n) is None}
+        names |= {t for t in dtypes if t and self._bytes(t) is None}
+        return tuple(sorted(names))
 
     def _bytes(self, dtype: str | None) -> int | None:
         if dtype is None:
@@ -601,3 +626,69 @@ def _atomic(text: str) -> bool:
 
 def _dtype_like(text: str) -> bool:
     return "dtype" in text or text.startswith("torch.")
+
+
+# --------------------------------------------------------------------------- against a trace
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def check(cost: Cost, measured: Runtime, bound: Bindings) -> CostCheck:
+    """Hold a finding's static cost against the trace's measurement of the same cast.
+
+    Each axis of the static shape is compared with the measured one where the bound names give it a
+    value; an axis that is a single unbound name takes the measured size (``inferred``), and so does a
+    dtype written as an unbound name. The declared source dtype is compared with the measured one, and the
+    bytes per call (``numel × (src + dst bytes)``, what the recorder counts) with the measured bytes once
+    every size is known. Pure: the trace is not taken as truth, only as a second opinion.
+    """
+    ev = Evaluator(bound)
+    wrong: list[str] = []
+    inferred: dict[str, str] = {}
+    compared = 0
+    shape, got = cost.shape, measured.shape
+    sizes: list[float | None] = []
+    if len(shape) != len(got):
+        wrong.append(f"rank: static [{', '.join(shape)}] has {len(shape)} axes, measured "
+                     f"[{', '.join(map(str, got))}] has {len(got)}")
+    else:
+        for i, (dim, m) in enumerate(zip(shape, got, strict=True)):
+            v = ev.number(dim)
+            if v is None and _IDENT.fullmatch(dim):
+                if inferred.setdefault(dim, str(m)) != str(m):
+                    wrong.append(f"{dim}: measured {inferred[dim]} on one axis and {m} on axis {i}")
+                v = float(m)
+            elif v is not None:
+                compared += 1
+                if v != m:
+                    wrong.append(f"axis {i}: static {dim} = {v:g}, measured {m}")
+            sizes.append(v)
+    dtype_bytes_of: list[int | None] = []
+    sides: tuple[tuple[str, str | None, str], ...] = (("source", cost.src_dtype, measured.src_dtype),
+                                                       ("target", cost.dst_dtype, measured.dst_dtype))
+    for side, text, mdtype in sides:
+        want = f"torch.{mdtype.removeprefix('torch.')}"
+        try:
+            value = ev.value(text) if text else None
+        except (Unknown, ArithmeticError, TypeError, RecursionError):
+            value = None
+        if dtype_bytes(value) is not None:
+            compared += 1
+            if value != want and dtype_bytes(value) != dtype_bytes(want):
+                wrong.append(f"{side} dtype: static {text} = {value}, measured {mdtype}")
+            elif value != want:  # same width (float16 for bfloat16): bytes agree, say so
+                wrong.append(f"{side} dtype: static {text} = {value}, measured {mdtype} (same width)")
+        elif text and _IDENT.fullmatch(text):
+            inferred.setdefault(text, want)
+        dtype_bytes_of.append(dtype_bytes(value) if dtype_bytes(value) is not None else dtype_bytes(want))
+    static_bytes = None
+    if sizes and all(s is not None for s in sizes) and all(b is not None for b in dtype_bytes_of):
+        static_bytes = 1.0
+        for s in sizes:
+            static_bytes *= float(s or 0)
+        static_bytes *= sum(b or 0 for b in dtype_bytes_of)
+        if static_bytes != measured.bytes_per_call:
+            wrong.append(f"bytes per call: static {static_bytes:g}, measured {measured.bytes_per_call}")
+    status: Literal["agrees", "mismatch", "unchecked"] = (
+        "mismatch" if wrong else "agrees" if compared else "unchecked")
+    return CostCheck(status, tuple(wrong), tuple(sorted(inferred.items())), static_bytes, measured.bytes_per_call)

@@ -30,6 +30,7 @@ from castfind import gitref, sourcetext
 from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
 from castfind.cost import Bindings, CostModel, bindings, parse_set
+from castfind.cost import check as check_cost
 from castfind.discover import Package, package_roots
 from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.gitref import RootAtRef
@@ -421,6 +422,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         kept += _unused_suppressions(scan_plan, sup.used)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
     kept, cost_diags = _costs(scan_plan, kept)
+    kept = [_checked(f, scan_plan.bindings) for f in kept]
     diags = [*out.diagnostics, *sup.diagnostics, *cost_diags]
     cache = scan_plan.index.cache
     if cache is not None:
@@ -470,6 +472,13 @@ class _IndexLookup:
     def facts(self, root: str, path: str) -> Any:
         sf = self.index.file_for_path(os.path.join(root, path)) if root else self.index.file_for_path(path)
         return self.index.facts_of(sf) if sf is not None else None
+
+
+def _checked(f: Finding, bound: Bindings) -> Finding:
+    """``f`` with its static cost held against its measurement, when a trace measured it (:func:`cost.check`)."""
+    if f.cost is None or f.runtime is None:
+        return f
+    return replace(f, cost=replace(f.cost, check=check_cost(f.cost, f.runtime, bound)))
 
 
 def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], list[Diagnostic]]:

@@ -57,6 +57,30 @@ class Runtime:
 
 
 @dataclass(frozen=True, slots=True)
+class CostCheck:
+    """The static cost of a finding held against a trace's measurement of the same cast
+    (:func:`castfind.cost.check`).
+
+    ``status``: ``agrees`` (every axis, dtype and the bytes per call that could be compared are equal),
+    ``mismatch`` (one differs: the static model or the code surprised us; ``mismatches`` says which),
+    ``unchecked`` (nothing could be compared). ``inferred``: names the static formula left unbound, read
+    off the measured shape and dtypes (``num_tokens = 61``); ``bytes_per_call`` the static formula's
+    value with them, beside the measured one.
+    """
+
+    status: Literal["agrees", "mismatch", "unchecked"]
+    mismatches: tuple[str, ...] = ()
+    inferred: tuple[tuple[str, str], ...] = ()
+    bytes_per_call: float | None = None
+    measured_bytes_per_call: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "mismatches": list(self.mismatches),
+                "inferred": {n: v for n, v in self.inferred}, "bytes_per_call": self.bytes_per_call,
+                "measured_bytes_per_call": self.measured_bytes_per_call}
+
+
+@dataclass(frozen=True, slots=True)
 class Cost:
     """What a flagged cast costs, read from the code that allocated its buffer (:mod:`castfind.cost`).
 
@@ -76,11 +100,16 @@ class Cost:
     value: float | None = None
     holder: str = ""
     unbound: tuple[str, ...] = ()
+    #: Set when a trace measured the same cast (``--trace``): the two held against each other.
+    check: CostCheck | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "src_dtype": self.src_dtype, "dst_dtype": self.dst_dtype,
-                "bytes_per_call": self.bytes_per_call, "per_step": self.per_step, "value": self.value,
-                "holder": self.holder, "unbound": list(self.unbound)}
+        d: dict[str, Any] = {"shape": list(self.shape), "src_dtype": self.src_dtype, "dst_dtype": self.dst_dtype,
+             "bytes_per_call": self.bytes_per_call, "per_step": self.per_step, "value": self.value,
+             "holder": self.holder, "unbound": list(self.unbound)}
+        if self.check is not None:
+            d["check"] = self.check.to_dict()
+        return d
 
 
 @dataclass(frozen=True, slots=True)

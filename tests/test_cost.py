@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from castfind import api, cli, codec
-from castfind.cost import MAX_TEXT, Bindings, CostModel, Evaluator, Unknown, bindings
+from castfind.cost import DTYPE_BYTES, MAX_TEXT, Bindings, CostModel, Evaluator, Unknown, bindings
+from castfind.cost import check as check_cost
 from castfind.extract import extract_source
 from castfind.findings import rank
 from castfind.rules import RuleError, load_rules
-from castfind.types import Cost, Finding
+from castfind.types import Cost, Finding, Runtime
 from tests.support import REPO
 
 FIX = REPO / "fixtures" / "cost"
@@ -250,3 +253,67 @@ def test_costs_are_carried_per_bindings_and_tree(tmp_path: Path) -> None:
     assert [d["message"].split(";")[0] for d in unused["diagnostics"] if d["path"] == "--set"] == [
         "nothing: no cost formula of this scan reads nothing"]
 
+
+
+# -- static cost against a trace (`--trace`) --------------------------------------------------------------
+
+def _measured(shape: tuple[int, ...], src: str = "float8_e4m3fn", dst: str = "bfloat16") -> Runtime:
+    numel = 1
+    for n in shape:
+        numel *= n
+    per_call = numel * (DTYPE_BYTES[src] + DTYPE_BYTES[dst])
+    return Runtime(calls=3, shape=shape, src_dtype=src, dst_dtype=dst, bytes_per_call=per_call, bytes_total=3 * per_call)
+
+
+POOL_COST = Cost(("size + page_size", "1", "kv_dim"), "torch.float8_e4m3fn", "activation_dtype",
+                 "(size + page_size) * 1 * kv_dim * (1 + sizeof(activation_dtype))", "n * ...")
+
+
+def test_check_agrees_and_reads_unbound_names_off_the_trace() -> None:
+    k = check_cost(POOL_COST, _measured((62, 1, 576)), Bindings({"size": "61", "page_size": "1"}))
+    assert k.status == "agrees" and k.mismatches == ()
+    assert dict(k.inferred) == {"kv_dim": "576", "activation_dtype": "torch.bfloat16"}
+    assert k.bytes_per_call == k.measured_bytes_per_call == 62 * 576 * 3
+
+
+def test_check_flags_an_axis_a_dtype_and_a_rank_that_differ() -> None:
+    bound = Bindings({"size": "61", "page_size": "1", "kv_dim": "512"})
+    k = check_cost(POOL_COST, _measured((62, 1, 576)), bound)
+    assert k.status == "mismatch"
+    assert k.mismatches[0] == "axis 2: static kv_dim = 512, measured 576"
+    assert k.mismatches[-1].startswith("bytes per call: static")
+    k = check_cost(POOL_COST, _measured((62, 1, 576), src="float32"), Bindings({"size": "61", "page_size": "1"}))
+    assert k.status == "mismatch" and any(m.startswith("source dtype") for m in k.mismatches)
+    k = check_cost(POOL_COST, _measured((62, 576)), Bindings())
+    assert k.status == "mismatch" and k.mismatches[0].startswith("rank: static [size + page_size, 1, kv_dim] has 3")
+    k = check_cost(Cost(("a + b",), None, None, "", ""), _measured((7,)), Bindings())
+    assert k.status == "unchecked" and k.bytes_per_call is None
+
+
+@pytest.fixture(scope="module")
+def decode_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("rec") / "decode.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "castfind", "record", "-o", str(out), "--",
+                           str(REPO / "fixtures" / "runtime" / "decode_loop.py"), "--layers", "4", "--steps", "3",
+                           "--tokens", "61"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_runtime_fixture_static_bytes_equal_the_recorders(decode_trace: Path) -> None:
+    """The FP8 pool cast to BF16 q: the static formula, bound to the run's sizes, gives the bytes the
+    recorder measured, per call and per step (4 layers: ×4)."""
+    args = ["scan", str(REPO / "fixtures" / "runtime"), "--no-cache", "--json", "--trace", str(decode_trace),
+            "--set", "num_tokens=61", "--set", "num_layers=4", "--set", "activation_dtype=torch.bfloat16"]
+    r = runner.invoke(cli.app, args)
+    (f,) = [f for f in json.loads(r.stdout)["findings"] if f["rule"] != "CF900"]
+    rt, cost = f["runtime"], f["cost"]
+    assert rt["bytes_per_call"] == 61 * 1 * 8 * (1 + 2) and rt["calls"] == 4 * 3
+    assert cost["check"]["status"] == "agrees" and cost["check"]["bytes_per_call"] == rt["bytes_per_call"]
+    assert cost["value"] == rt["bytes_total"] / 3  # per step: the recorder's total over the 3 steps
+    text = runner.invoke(cli.app, [a for a in args if a != "--json"]).stdout
+    assert "static vs measured: agrees: 1.4 KiB/call both" in text
+    wrong = runner.invoke(cli.app, [*args[:-6], "--set", "num_tokens=60"])
+    check = json.loads(wrong.stdout)["findings"][0]["cost"]["check"]
+    assert check["status"] == "mismatch" and check["mismatches"][0] == "axis 0: static num_tokens = 60, measured 61"

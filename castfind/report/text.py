@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
-from castfind.types import Cost, Finding, Runtime
+from castfind.types import Cost, CostCheck, Finding, Runtime
 
-__all__ = ["format_bytes", "format_cost", "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary"]
+__all__ = ["format_bytes", "format_check", "format_cost",
+           "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary"]
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
@@ -72,6 +73,18 @@ def format_cost(c: Cost) -> str:
     return text + (f" ({c.holder})" if c.holder else "")
 
 
+def format_check(k: CostCheck) -> str:
+    """``agrees: 1,464 B/call both (num_tokens = 61 from the trace)`` or ``MISMATCH: axis 0: ...``."""
+    given = f" ({', '.join(f'{n} = {v}' for n, v in k.inferred)} from the trace)" if k.inferred else ""
+    if k.status == "mismatch":
+        return f"MISMATCH: {'; '.join(k.mismatches)}{given}"
+    if k.status == "unchecked":
+        return f"not comparable (measured {format_bytes(k.measured_bytes_per_call)}/call){given}"
+    both = (f"{format_bytes(k.measured_bytes_per_call)}/call both" if k.bytes_per_call is not None
+            else f"shape and dtypes agree, measured {format_bytes(k.measured_bytes_per_call)}/call")
+    return f"agrees: {both}{given}"
+
+
 def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: bool = False) -> list[str]:
     """The lines of one finding's block, without a trailing blank line."""
     severity = _paint(f.severity, _BOLD + _SEVERITY_COLOUR.get(f.severity, ""), color)
@@ -91,6 +104,8 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
         lines.append(f"{_INDENT}cost: {format_cost(f.cost)}")
     if f.runtime is not None:
         lines.append(f"{_INDENT}runtime: {format_runtime(f.runtime)}")
+    if f.cost is not None and f.cost.check is not None:
+        lines.append(f"{_INDENT}static vs measured: {format_check(f.cost.check)}")
     if f.fix:
         lines.append(f"{_INDENT}fix: {f.fix}")
     return lines
