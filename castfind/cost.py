@@ -17,9 +17,12 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
    name stays as it is, unknown), so no chain of conditional expressions can blow up.
 3. **The formula.** ``bytes_per_call = numel × (src + dst bytes)``; ``per_step`` multiplies by ``N`` when the
    operand is one buffer of a per-layer list ``[... for _ in range(N)]`` (the stated rule: a decode step
-   runs every layer once). ``value`` is ``per_step`` evaluated by a small evaluator over the bound names
-   (numbers, + - * // / %, min/max, comparisons, ``and``/``or``/``not``, conditional expressions; anything
-   else is unknown), or None.
+   runs every layer once), and by the trip count of each ``for ... in range(M)`` around the cast in its
+   function (a loop over layers or experts runs the cast ``M`` times per call). When a loop variable picks
+   the buffer (``get_key_buffer(i)`` under ``for i in range(...)``), the loop walks the list: its trip count
+   replaces ``N``. Module-level numeric constants in a shape are replaced by their values. ``value`` is
+   ``per_step`` evaluated by a small evaluator over the bound names (numbers, + - * // / %, min/max,
+   comparisons, ``and``/``or``/``not``, conditional expressions; anything else is unknown), or None.
 
 Names are bound from configuration (:class:`Bindings`, built from the rules' ``cost:`` section): a Hugging
 Face ``config.json``, ``--kv-tokens``, ``--kv-cache-dtype`` and ``--set NAME=VALUE``.
@@ -78,8 +81,9 @@ def parse_set(spec: str) -> tuple[str, str]:
     and VALUE is not empty."""
     name, eq, value = spec.partition("=")
     name, value = name.strip(), value.strip()
-    if not eq or not name.isidentifier() or not value:
-        raise ValueError(f"--set {spec}: expected NAME=VALUE with NAME an identifier, e.g. --set layer_num=61")
+    if not eq or not all(p.isidentifier() for p in name.split(".")) or not value:
+        raise ValueError(f"--set {spec}: expected NAME=VALUE with NAME an identifier or a dotted name, "
+                         f"e.g. --set layer_num=61")
     return name, value
 
 
@@ -247,6 +251,33 @@ class Evaluator:
 def dtype_bytes(value: Any) -> int | None:
     """Bytes per element of a dtype value (``"torch.bfloat16"`` → 2), None when not one castfind sizes."""
     return DTYPE_BYTES.get(value.removeprefix("torch.")) if isinstance(value, str) else None
+
+
+def bindable_names(text: str) -> set[str]:
+    """The names a formula reads as ``--set`` would bind them: dotted for an attribute chain of a name
+    (``pool.layer_num``, ``config.hidden_size``), bare otherwise; a function's name is not one."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    out: set[str] = set()
+    skip: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            skip.add(id(n.func))
+        if id(n) in skip:
+            if isinstance(n, ast.Attribute):
+                skip.add(id(n.value))
+            continue
+        if isinstance(n, ast.Attribute):
+            dotted = ast.unparse(n)
+            if re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", dotted):
+                out.add(dotted)
+                for sub_node in ast.walk(n):
+                    skip.add(id(sub_node))
+        elif isinstance(n, ast.Name):
+            out.add(n.id)
+    return out
 
 
 def names_in(text: str) -> set[str]:
@@ -546,7 +577,32 @@ class CostModel:
             end = _Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
         if not isinstance(end, _Held) or not end.holders:
             return None
-        return self._cost_of(end, self._dst(cast))
+        cls = enclosing_class(facts, cast.scope)
+        here = self._class_ref(facts, cls) if cls else None
+        bounds = self._loop_bounds(here, cast.loops)
+        walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
+        return self._cost_of(end, self._dst(cast), bounds, walks)
+
+    def _loop_bounds(self, here: ClassRef | None, loops: Sequence[tuple[str, str]]) -> list[str]:
+        """The trip count of each ``for`` around the cast that walks a ``range``: ``range(N)`` → ``N``,
+        ``range(a, b)`` → ``b - a``, also under ``enumerate``; ``self.x`` in it substituted in the cast's own
+        class. A loop over anything else is not counted (its length is not written in the code)."""
+        out: list[str] = []
+        for _, text in loops:
+            try:
+                node = ast.parse(text, mode="eval").body
+            except (SyntaxError, ValueError, RecursionError):
+                continue
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "enumerate"
+                    and len(node.args) == 1):
+                node = node.args[0]
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+                    and len(node.args) in (1, 2) and not node.keywords):
+                continue
+            args = [ast.unparse(a) for a in node.args]
+            bound = args[0] if len(args) == 1 else f"({args[1]}) - ({args[0]})"
+            out.append(self.substitute(here, bound) if here is not None else bound)
+        return out
 
     def _dst(self, cast: Cast) -> str | None:
         method = casts.by_name()[cast.method]
@@ -560,7 +616,7 @@ class CostModel:
             return "activation_dtype"
         return text if _dtype_like(text) else None
 
-    def _cost_of(self, held: _Held, dst: str | None) -> Cost | None:
+    def _cost_of(self, held: _Held, dst: str | None, loops: Sequence[str] = (), walks: bool = False) -> Cost | None:
         ref = held.holders[0]
         allocs = [a for a in self._allocs(ref, f"self.{held.attr}", ("tensor", "parameter", "linear"))
                   if a.shape is not None]
@@ -575,28 +631,32 @@ class CostModel:
         src = self.substitute(ref, held.view or alloc.dtype or "") or None
         dst = dst if dst is None else self.substitute(ref, dst)
         count = self.substitute(ref, alloc.count) if per_layer and alloc.count else None
+        if count is not None and walks:
+            count = None  # a loop variable picks the buffer: the loop walks the list, its trip count counts
+        factors = [*loops, *([count] if count else [])]
         sizes = [self._size_text(t) for t in (src, dst)]
         numel = " * ".join(f"({d})" if not _atomic(d) else d for d in dims) or "1"
         per_call = f"{numel} * ({sizes[0]} + {sizes[1]})"
-        per_step = f"{count if _atomic(count or '') else f'({count})'} * {per_call}" if count else per_call
-        self.formulas += [*dims, *(t for t in (src, dst, count) if t)]
+        times_text = " * ".join(t if _atomic(t) else f"({t})" for t in factors)
+        per_step = f"{times_text} * {per_call}" if factors else per_call
+        self.formulas += [*dims, *(t for t in (src, dst) if t), *factors]
         value = None
         src_b, dst_b = (self._bytes(t) for t in (src, dst))
         n = [self.ev.number(d) for d in dims]
-        times = self.ev.number(count) if count else 1.0
+        times = self.ev.number(times_text) if factors else 1.0
         if src_b is not None and dst_b is not None and times is not None and all(x is not None for x in n):
             value = float(times)
             for x in n:
                 value *= float(x or 0)
             value *= src_b + dst_b
         owner = ref[1].qualname
-        unbound = () if value is not None else self._unbound([*dims, count or ""], [src, dst])
+        unbound = () if value is not None else self._unbound([*dims, *factors], [src, dst])
         return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", unbound)
 
     def _unbound(self, sizes: Sequence[str], dtypes: Sequence[str | None]) -> tuple[str, ...]:
         """The names a user has to bind for a value: those of the sizes that are no number, and each dtype
         castfind cannot size (as written: ``activation_dtype``)."""
-        names = {n for t in sizes for n in names_in(t) if self.ev.number(n) is None}
+        names = {n for t in sizes for n in bindable_names(t) if self.ev.number(n) is None}
         names |= {t for t in dtypes if t and self._bytes(t) is None}
         return tuple(sorted(names))
 

@@ -174,14 +174,15 @@ _WS = re.compile(r"\s+")
 class _Frame:
     """A scope being walked: module, class or function."""
 
-    __slots__ = ("qualname", "kind", "node", "line", "loop_base", "shared", "aliases", "held")
+    __slots__ = ("qualname", "kind", "node", "line", "loop_base", "iter_base", "shared", "aliases", "held")
 
-    def __init__(self, qualname: str, kind: str, node: Any, line: int, loop_base: int) -> None:
+    def __init__(self, qualname: str, kind: str, node: Any, line: int, loop_base: int, iter_base: int = 0) -> None:
         self.qualname = qualname
         self.kind = kind
         self.node = node
         self.line = line
         self.loop_base = loop_base
+        self.iter_base = iter_base  # how many ``for`` iterables enclose the scope (theirs, not its own)
         self.shared: set[str] = set()  # names declared ``global``/``nonlocal``: they outlive the call
         self.aliases: dict[str, str] = {}  # local name -> the stored location it was read from
         self.held: dict[str, list[int]] = {}  # local name -> the casts whose result it holds
@@ -228,6 +229,8 @@ class _Walker(TokenWalker):
         # evaluated once, outside its loop; the value of an assignment is stored to its targets.
         self.marks: dict[int, tuple[int, _Guard | None, list[str] | None]] = {}
         self.storing: list[list[str]] = []  # the targets of the assignments whose value is being walked
+        self.for_bodies: dict[int, tuple[str, str]] = {}  # id of a ``for`` body -> its target's, iterable's text
+        self.for_iters: list[tuple[str, str]] = []  # the loops whose bodies are being walked, outermost first
         self.cast_stores: list[list[str]] = []  # per cast: the locations its result is stored to
         self.cur_assign: cst.CSTNode | None = None
         self.pending_defs: dict[int, dict[str, Any]] = {}
@@ -280,6 +283,9 @@ class _Walker(TokenWalker):
         h = self._before.get(type(node))
         if h is not None:
             h(node)
+        it = self.for_bodies.get(id(node))
+        if it is not None:
+            self.for_iters.append(it)
         m = self.marks.get(id(node))
         if m is not None:
             self.loop_depth += m[0]
@@ -289,6 +295,8 @@ class _Walker(TokenWalker):
                 self.storing.append(m[2])
 
     def after(self, node: cst.CSTNode) -> None:
+        if self.for_bodies.pop(id(node), None) is not None:
+            self.for_iters.pop()
         m = self.marks.pop(id(node), None)
         if m is not None:
             self.loop_depth -= m[0]
@@ -321,7 +329,7 @@ class _Walker(TokenWalker):
         kind = "class" if isinstance(node, cst.ClassDef) else ("method" if parent_kind == "class" else "function")
         self.pending_defs[id(node)] = {"qual": qual, "kind": kind, "parent": self.scope,
                                        "cond": self.cond_depth > 0}
-        self.scopes.append(_Frame(qual, kind, node, line, self.loop_depth))
+        self.scopes.append(_Frame(qual, kind, node, line, self.loop_depth, len(self.for_iters)))
         # A def starts a fresh loop context: its body runs once per call, not per iteration.
         self.guards.append(_Guard(None))  # barrier: guards of the outer scope do not apply
 
@@ -603,6 +611,8 @@ class _Walker(TokenWalker):
 
     def _for_enter(self, node: cst.For) -> None:
         self.marks[id(node.body)] = (1, None, None)  # the iterable and the else block run once
+        self.for_bodies[id(node.body)] = tuple(  # type: ignore[assignment]
+            _WS.sub(" ", self.module.code_for_node(n)).strip()[:200] for n in (node.target, node.iter))
         value = to_expr(node.iter)
         cond = self.cond_depth > 0
         target = node.target
@@ -693,7 +703,7 @@ class _Walker(TokenWalker):
         self.casts.append(
             Cast(func.attr.value, to_expr(func.value), call.args, call.kwargs, line, end, column,
                  self.scope, text[:300], self.loop_depth - self.scopes[-1].loop_base, guards,
-                 self._assigned_target(node))
+                 self._assigned_target(node), loops=tuple(self.for_iters[self.scopes[-1].iter_base:]))
         )
 
     def _guards_in_scope(self) -> list[_Guard]:

@@ -17,7 +17,7 @@ from castfind import casts
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"14-{casts.digest()}"
+EXTRACTOR_VERSION = f"15-{casts.digest()}"
 
 DefKind = Literal["function", "method", "class"]
 
@@ -225,6 +225,9 @@ class Cast:
     #: "_w", ...)``), ``self._cache[key]`` (an entry), ``_W`` (a module global or nonlocal), directly
     #: or through a local name stored later in the function. Locals alone are not stores.
     stores: tuple[str, ...] = ()
+    #: Each ``for`` loop around the cast inside its function, outermost first, as source text of its
+    #: target and its iterable (``("i", "range(self.layer_num)")``): what a cast's multiplicity is read from.
+    loops: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -317,3 +317,34 @@ def test_runtime_fixture_static_bytes_equal_the_recorders(decode_trace: Path) ->
     wrong = runner.invoke(cli.app, [*args[:-6], "--set", "num_tokens=60"])
     check = json.loads(wrong.stdout)["findings"][0]["cost"]["check"]
     assert check["status"] == "mismatch" and check["mismatches"][0] == "axis 0: static num_tokens = 60, measured 61"
+
+
+# -- multiplicity: per-layer lists and loops ------------------------------------------------------------
+
+MULTI = REPO / "fixtures" / "multiplicity"
+
+
+def test_loop_bounds_are_recorded_per_cast_inside_its_function() -> None:
+    src = (b"def f(bufs, n):\n    for i in range(n):\n        for e in range(4):\n            bufs[i].float()\n"
+           b"        def g():\n            x.half()\n    for y in z.to(torch.float):\n        pass\n")
+    got = {c.method: c.loops for c in extract_source(src, "m", "m.py", False).casts}
+    assert got == {"float": (("i", "range(n)"), ("e", "range(4)")), "half": (), "to": ()}
+
+
+def test_a_loop_that_walks_the_layers_counts_once_and_a_per_layer_call_counts_by_the_list() -> None:
+    run = api.scan([str(MULTI)], use_cache=False, sets=[("pool.layer_num", "4"), ("layer_num", "4"), ("size", "10"),
+                                                        ("dtype", "torch.float8_e4m3fn"),
+                                                        ("activation_dtype", "torch.bfloat16")])
+    costs = {f.function: f.cost for f in run.report.findings}
+    sweep, per_layer = costs["SweepBackend.forward_decode"], costs["PerLayerBackend.forward_decode"]
+    assert sweep is not None and per_layer is not None
+    assert sweep.shape == per_layer.shape == ("size", "64")  # SLOT_WIDTH, a module constant
+    assert sweep.per_step.startswith("pool.layer_num * size")  # the loop's bound, not also the list's length
+    assert per_layer.per_step.startswith("layer_num * size")
+    assert sweep.value == per_layer.value == 4 * 10 * 64 * (1 + 2)
+
+
+def test_unbound_dotted_names_are_named_as_set_binds_them() -> None:
+    run = api.scan([str(MULTI)], use_cache=False)
+    sweep = next(f.cost for f in run.report.findings if f.function == "SweepBackend.forward_decode")
+    assert sweep is not None and "pool.layer_num" in sweep.unbound and "pool" not in sweep.unbound
