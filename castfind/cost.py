@@ -503,13 +503,20 @@ class CostModel:
         return got
 
     def constants(self, ref: ClassRef) -> dict[str, str]:
-        """Module-level numeric constants (``HEAD_DIM = 128``, assigned once, unconditionally) of the modules
-        that define ``ref`` and its bases, the class's own module first: a shape may be written with them."""
+        """What a bare name in ``ref``'s formulas stands for when nothing binds it: a literal default of a
+        parameter of the constructor (``use_dsa=False``; the class's own ``__init__`` first, then its bases'),
+        else a module-level numeric constant (``HEAD_DIM = 128``, assigned once, unconditionally) of the
+        modules that define ``ref`` and its bases, the class's own module first."""
         key = (ref[0].module, ref[1].qualname)
         got = self._consts.get(key)
         if got is None:
             got = {}
-            for facts in {id(f): f for f, _ in self._mro_of(ref)}.values():  # by identity: facts are large
+            mro = self._mro_of(ref)
+            for facts, d in mro:
+                init = next((x for x in facts.definitions if x.qualname == f"{d.qualname}.__init__"), None)
+                for name, text in init.param_defaults if init is not None else ():
+                    got.setdefault(name, text)
+            for facts in {id(f): f for f, _ in mro}.values():  # by identity: facts are large
                 top = [a for a in facts.assigns if a.scope == "" and a.index is None]
                 once = {n for n in (a.target for a in top) if [a.target for a in top].count(n) == 1}
                 for a in top:
@@ -541,7 +548,7 @@ class CostModel:
 
             def visit_Name(self, node: ast.Name) -> ast.AST:
                 got = consts.get(node.id)
-                return ast.Constant(int(got)) if got is not None else node
+                return ast.parse(got, mode="eval").body if got is not None else node
 
             def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
                 if isinstance(node.value, ast.Name) and node.value.id == "self":

@@ -342,6 +342,7 @@ class _Walker(TokenWalker):
         p = self.pending_defs.pop(id(node))
         returns: tuple[str, ...] = ()
         param_types: tuple[tuple[str, tuple[str, ...]], ...] = ()
+        defaults: tuple[tuple[str, str], ...] = ()
         if isinstance(node, cst.ClassDef):
             bases = tuple(b for b in (_name_of(a.value) for a in node.bases if a.keyword is None) if b)
             params: tuple[str, ...] = ()
@@ -355,6 +356,8 @@ class _Walker(TokenWalker):
             param_types = tuple((p_.name.value, annotation_types(p_.annotation.annotation))
                                 for p_ in named if p_.annotation is not None)
             positional = len(ps.posonly_params) + len(ps.params)
+            defaults = tuple((p_.name.value, _literal_text(p_.default)) for p_ in named
+                             if p_.default is not None and _literal_text(p_.default))
             if isinstance(ps.star_arg, cst.Param):
                 params += (ps.star_arg.name.value,)
             if ps.star_kwarg is not None:
@@ -364,7 +367,7 @@ class _Walker(TokenWalker):
         decorators = tuple(d for d in (_name_of(dec.decorator) for dec in node.decorators) if d)  # type: ignore[attr-defined]
         self.definitions.append(
             Definition(p["qual"], node.name.value, p["kind"], start, end, p["parent"], p["cond"],  # type: ignore[attr-defined]
-                       bases, decorators, params, positional, returns, param_types)
+                       bases, decorators, params, positional, returns, param_types, defaults)
         )
 
     # -- statements ----------------------------------------------------------------------------
@@ -781,6 +784,18 @@ def _python_verdict(source: bytes, path: str,
     if allocs is not None and depth <= MAX_DEPTH and isinstance(tree, ast.Module):
         allocs += allocations(tree)
     return depth, None
+
+
+def _literal_text(node: cst.BaseExpression) -> str:
+    """The text of a number or ``True``/``False``/``None`` (``-1`` too); "" for anything else."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _literal_text(node.expression)
+        return f"-{inner}" if inner and inner[0].isdigit() else ""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return node.value
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return node.value
+    return ""
 
 
 def extract_source(source: bytes, module: str, path: str, is_package: bool) -> FileFacts:

@@ -250,6 +250,9 @@ class Definition:
     returns: tuple[str, ...] = ()
     #: The annotated parameters, each with the class names of its annotation (``(("layer", ("Attn",)),)``).
     param_types: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: The parameters whose default is a literal (a number, ``True``/``False``/``None``), with its text:
+    #: what a constructor parameter stands for when no configuration binds it.
+    param_defaults: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -348,3 +348,13 @@ def test_unbound_dotted_names_are_named_as_set_binds_them() -> None:
     run = api.scan([str(MULTI)], use_cache=False)
     sweep = next(f.cost for f in run.report.findings if f.function == "SweepBackend.forward_decode")
     assert sweep is not None and "pool.layer_num" in sweep.unbound and "pool" not in sweep.unbound
+
+
+def test_constructor_defaults_decide_a_conditional_attribute_without_any_rule_default() -> None:
+    """`use_dsa=False, override_kv_cache_dim=None` in the pool's signature: the packed branch is not taken,
+    although no rule file names either parameter."""
+    assert "use_dsa" not in dict(load_rules([]).cost.defaults)
+    src = (FIX / "servekit" / "pools.py").read_bytes()
+    init = next(d for d in extract_source(src, "servekit.pools", "servekit/pools.py", False).definitions
+                if d.qualname == "LatentKVPool.__init__")
+    assert ("use_dsa", "False") in init.param_defaults and ("override_kv_cache_dim", "None") in init.param_defaults
