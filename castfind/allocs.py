@@ -6,8 +6,14 @@ file), class by class, method by method. What is recorded (:class:`~castfind.fac
 * ``tensor``: ``self.X = torch.zeros|empty|full|ones|randn|rand(shape..., dtype=...)`` with the shape as
   a tuple argument or as positional sizes; in a list comprehension ``[torch.zeros(...) for _ in range(N)]``
   (a buffer per layer) with ``count = N``;
-* ``parameter``: ``self.X = nn.Parameter(torch.empty(...))``;
-* ``linear``: ``self.X = nn.Linear(in, out)`` (its weight: ``[out, in]``);
+* ``parameter``: ``self.X = nn.Parameter(torch.empty(...))``, or any ``...Parameter`` class wrapping a tensor
+  (``ModelWeightParameter(data=torch.empty(...))``);
+* ``linear``: ``self.X = nn.Linear(in, out)`` (its weight: ``[out, in]``), ``nn.Conv1d(in, out, k, groups=g)``
+  (its weight: ``[out, in // g, k]``);
+* a parameter set on *another object* by a method, as quantized layers' ``create_weights(self, layer, ...)``
+  do: ``layer.register_parameter("w", w)``, ``setattr(layer, "w", w)`` or ``layer.w = w`` with ``w`` a
+  local holding one of the above: recorded with target ``layer.w`` (the method's parameter name), so a
+  sibling method's ``layer.w.to(...)`` finds it;
 * ``value``: any other ``self.X = <expr>`` in ``__init__`` or in a method that allocates (as text, so a
   shape written over ``self.kv_cache_dim`` can be substituted).
 
@@ -24,6 +30,7 @@ from castfind.facts import ALLOC_TEXT_LIMIT, Allocation
 ALLOCATORS = frozenset({"zeros", "empty", "full", "ones", "randn", "rand"})
 _PARAMETER = frozenset({"nn.Parameter", "torch.nn.Parameter", "Parameter"})
 _LINEAR = frozenset({"nn.Linear", "torch.nn.Linear"})
+_CONV1D = frozenset({"nn.Conv1d", "torch.nn.Conv1d"})
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -87,24 +94,33 @@ def _classify(value: ast.AST) -> Allocation | None:
         return None
     if isinstance(value, ast.Call):
         name = _dotted(value.func)
-        if name in _PARAMETER and value.args:
-            inner = _tensor_call(value.args[0])
+        if name is not None and (name in _PARAMETER or name.endswith("Parameter")):
+            data = _kwarg(value, "data") or (value.args[0] if value.args else None)
+            inner = _tensor_call(data) if data is not None else None
             if inner is not None:
                 return Allocation("", "", 0, "parameter", inner[0], inner[1])
+        dtype = _kwarg(value, "dtype")
+        dt = _text(dtype) if dtype is not None else None
         if name in _LINEAR and len(value.args) >= 2:
-            dtype = _kwarg(value, "dtype")
-            return Allocation("", "", 0, "linear", (_text(value.args[1]), _text(value.args[0])),
-                              _text(dtype) if dtype is not None else None)
+            return Allocation("", "", 0, "linear", (_text(value.args[1]), _text(value.args[0])), dt)
+        if name in _CONV1D and len(value.args) >= 3:
+            groups = _kwarg(value, "groups") or (value.args[6] if len(value.args) > 6 else None)
+            c_in = _text(value.args[0])
+            if groups is not None:  # depthwise (groups == in_channels): one input channel per filter
+                c_in = "1" if _text(groups) == c_in else f"({c_in}) // ({_text(groups)})"
+            return Allocation("", "", 0, "linear", (_text(value.args[1]), c_in, _text(value.args[2])), dt)
     return None
 
 
 class _Method:
     """The ``self.X = ...`` assignments of one method, with the test of their innermost ``if``."""
 
-    def __init__(self, qualname: str) -> None:
+    def __init__(self, qualname: str, params: tuple[str, ...] = ()) -> None:
         self.qualname = qualname
+        self.params = params  # the method's parameters but ``self``: objects it may set parameters on
         self.found: list[Allocation] = []
         self.values: list[Allocation] = []
+        self.locals: dict[str, Allocation] = {}  # local name -> the allocation it holds
 
     def block(self, body: list[ast.stmt], when: str | None) -> None:
         for st in body:
@@ -125,6 +141,22 @@ class _Method:
                     self.assign(t, st.value, st.lineno, when)
             elif isinstance(st, ast.AnnAssign) and st.value is not None:
                 self.assign(st.target, st.value, st.lineno, when)
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+                self.register(st.value, st.lineno, when)
+
+    def register(self, call: ast.Call, line: int, when: str | None) -> None:
+        """``obj.register_parameter("X", v)`` / ``setattr(obj, "X", v)`` with ``obj`` a parameter of the method."""
+        name = _dotted(call.func)
+        if name is None or len(call.args) < 2:
+            return
+        if name == "setattr" and len(call.args) == 3:
+            obj, key, value = call.args
+        elif name.endswith(".register_parameter") and name.count(".") == 1:
+            obj, key, value = ast.Name(name.split(".")[0]), call.args[0], call.args[1]
+        else:
+            return
+        if isinstance(obj, ast.Name) and isinstance(key, ast.Constant) and isinstance(key.value, str):
+            self.assign(ast.Attribute(value=obj, attr=key.value), value, line, when)
 
     def assign(self, target: ast.AST, value: ast.AST, line: int, when: str | None) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -132,7 +164,21 @@ class _Method:
                 for t, v in zip(target.elts, value.elts, strict=True):
                     self.assign(t, v, line, when)
             return
-        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+        if isinstance(target, ast.Name):
+            held = _classify(value)
+            if held is not None:
+                self.locals[target.id] = held
+            else:
+                self.locals.pop(target.id, None)
+            return
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)):
+            return
+        owner = target.value.id
+        if owner != "self":
+            got = self.locals.get(value.id) if isinstance(value, ast.Name) else _classify(value)
+            if owner in self.params and got is not None and got.kind == "parameter":
+                self.found.append(Allocation(f"{owner}.{target.attr}", self.qualname, line, got.kind, got.shape,
+                                             got.dtype, got.count, "", when))
             return
         name = f"self.{target.attr}"
         got = _classify(value)
@@ -155,7 +201,9 @@ def allocations(tree: ast.Module) -> tuple[Allocation, ...]:
             if isinstance(st, ast.ClassDef):
                 stack.append((f"{qual}.{st.name}", st))
             elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                m = _Method(f"{qual}.{st.name}")
+                a = st.args
+                params = tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))[1:]
+                m = _Method(f"{qual}.{st.name}", params)
                 m.block(st.body, None)
                 out += m.found
                 if st.name == "__init__" or m.found:

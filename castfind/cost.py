@@ -315,6 +315,11 @@ class _Held:
     attr: str
     indexed: bool
     view: str | None
+    #: ``layer.X`` with ``layer`` a parameter of the method: allocated by a sibling method of the class on
+    #: its own parameter (``layer.register_parameter("X", ...)`` in ``create_weights``), not as ``self.X``.
+    on_param: bool = False
+    #: ``self.X.weight`` with ``self.X = nn.Linear(...)`` / ``nn.Conv1d(...)``: the module's weight.
+    module_weight: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +384,19 @@ class CostModel:
                     expr = expr.value
                     continue
                 holders = self._holders(facts, scope, expr)
-                return _Held(holders, expr.attr, indexed, view) if holders else None
+                if holders:
+                    return _Held(holders, expr.attr, indexed, view)
+                inner = expr.value
+                if (expr.attr == "weight" and isinstance(inner, Attr) and isinstance(inner.value, Name)
+                        and inner.value.id == "self"):  # `self.proj.weight` of a torch module castfind cannot read
+                    cls = enclosing_class(facts, scope)
+                    ref = self._class_ref(facts, cls) if cls else None
+                    return _Held((ref,), inner.attr, indexed, view, module_weight=True) if ref else None
+                if isinstance(expr.value, Name) and self._is_param(facts, scope, expr.value.id):
+                    cls = enclosing_class(facts, scope)
+                    ref = self._class_ref(facts, cls) if cls else None
+                    return _Held((ref,), expr.attr, indexed, view, on_param=True) if ref else None
+                return None
             if isinstance(expr, Name):
                 a = self.prov.assignment(facts, scope, expr.id, line)
                 if a is None or a.loop or a.index is not None:
@@ -388,6 +405,11 @@ class CostModel:
                 continue
             return None
         return None
+
+    @staticmethod
+    def _is_param(facts: FileFacts, scope: str, name: str) -> bool:
+        d = next((d for d in facts.definitions if d.qualname == scope), None)
+        return d is not None and name in d.params[1:]
 
     def _holders(self, facts: FileFacts, scope: str, expr: Attr) -> tuple[ClassRef, ...]:
         if isinstance(expr.value, Name) and expr.value.id == "self":
@@ -466,10 +488,16 @@ class CostModel:
         return self._mro[key]
 
     def _allocs(self, ref: ClassRef, target: str, kinds: tuple[str, ...]) -> list[Allocation]:
-        """The allocations of ``target`` in the first class of ``ref``'s hierarchy that has any."""
+        """The allocations of ``target`` in the first class of ``ref``'s hierarchy that has any (``*.X``: of
+        ``X`` on any parameter object of a method, never ``self.X``)."""
+        suffix = target[1:] if target.startswith("*.") else None
+
+        def named(t: str) -> bool:
+            return t == target if suffix is None else (t.endswith(suffix) and not t.startswith("self."))
+
         for facts, d in self._mro_of(ref):
             prefix = d.qualname + "."
-            got = [a for a in facts.allocations if a.target == target and a.kind in kinds
+            got = [a for a in facts.allocations if named(a.target) and a.kind in kinds
                    and a.scope.startswith(prefix) and "." not in a.scope[len(prefix):]]
             if got:
                 return got
@@ -625,8 +653,9 @@ class CostModel:
 
     def _cost_of(self, held: _Held, dst: str | None, loops: Sequence[str] = (), walks: bool = False) -> Cost | None:
         ref = held.holders[0]
-        allocs = [a for a in self._allocs(ref, f"self.{held.attr}", ("tensor", "parameter", "linear"))
-                  if a.shape is not None]
+        target = f"*.{held.attr}" if held.on_param else f"self.{held.attr}"
+        kinds = ("linear",) if held.module_weight else ("tensor", "parameter", "linear")
+        allocs = [a for a in self._allocs(ref, target, kinds) if a.shape is not None]
         if not allocs:
             return None
         alloc = next((a for a in allocs if a.when is None), allocs[0])
@@ -635,7 +664,9 @@ class CostModel:
         per_layer = alloc.count is not None and held.indexed
         if held.indexed and alloc.count is None:
             dims = dims[1:]  # `buf[i]` of one tensor: a slice of its first axis
-        src = self.substitute(ref, held.view or alloc.dtype or "") or None
+        # No `dtype=`: the tensor or module is made in torch's default dtype, which an engine sets to the
+        # model's while it loads it (`default_dtype`, bound in the rules' defaults).
+        src = self.substitute(ref, held.view or alloc.dtype or "default_dtype")
         dst = dst if dst is None else self.substitute(ref, dst)
         count = self.substitute(ref, alloc.count) if per_layer and alloc.count else None
         if count is not None and walks:

@@ -358,3 +358,31 @@ def test_constructor_defaults_decide_a_conditional_attribute_without_any_rule_de
     init = next(d for d in extract_source(src, "servekit.pools", "servekit/pools.py", False).definitions
                 if d.qualname == "LatentKVPool.__init__")
     assert ("use_dsa", "False") in init.param_defaults and ("override_kv_cache_dim", "None") in init.param_defaults
+
+
+def test_parameters_set_on_a_layer_by_create_weights_and_depthwise_convs_are_allocations() -> None:
+    src = (MULTI / "loopkit" / "quant.py").read_bytes()
+    allocs = {a.target: a for a in extract_source(src, "loopkit.quant", "loopkit/quant.py", False).allocations}
+    up = allocs["layer.w_up_weight"]  # register_parameter on create_weights' own parameter
+    assert (up.scope, up.kind, up.dtype) == ("Fp8ExpertMethod.create_weights", "parameter", "torch.float8_e4m3fn")
+    assert up.shape == ("num_experts", "2 * intermediate_size", "hidden_size")
+    scale = allocs["layer.w_up_scale"]  # setattr(layer, "w_up_scale", ...)
+    assert scale.dtype == "torch.float32" and scale.shape is None  # `ones(n)`: one size or a shape tuple? unknown
+    assert allocs["self.conv"].shape == ("channels", "1", "kernel")  # groups == in_channels: depthwise
+    wrapped = extract_source(b"class Q:\n    def make(self, layer, n):\n"
+                             b"        w = ModelWeightParameter(data=torch.empty(n, 4, dtype=torch.int8), loader=f)\n"
+                             b"        layer.register_parameter('qweight', w)\n        other.w = w\n",
+                             "q", "q.py", False).allocations
+    assert [(a.target, a.shape) for a in wrapped] == [("layer.qweight", ("n", "4"))]  # not `other`: no parameter
+
+
+def test_a_quantized_method_and_a_module_weight_are_costed_from_their_allocations() -> None:
+    run = api.scan([str(MULTI)], use_cache=False, sets=[("num_experts", "8"), ("hidden_size", "16"),
+                                                        ("intermediate_size", "32"), ("channels", "4"), ("kernel", "3"),
+                                                        ("activation_dtype", "torch.bfloat16")])
+    costs = {f.function: f.cost for f in run.report.findings}
+    apply, conv = costs["Fp8ExpertMethod.apply"], costs["ShortConv.forward"]
+    assert apply is not None and apply.holder == "Fp8ExpertMethod.w_up_weight"
+    assert apply.value == 8 * 64 * 16 * (1 + 2)  # fp8 read, bf16 write
+    assert conv is not None and conv.src_dtype == "default_dtype"  # made in torch's default dtype
+    assert conv.value == 4 * 1 * 3 * (2 + 2)
