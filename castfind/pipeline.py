@@ -381,7 +381,7 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
     With ``out`` (what :func:`run` returned), the whole outcome is stored too, under the digest of
     the tree it was computed on, for the next run on the same tree.
     """
-    scan_plan.index.save_stats()  # the stat index: the next run hashes only files whose stat changed
+    scan_plan.index.save()  # the stat index and tree index: the next run hashes only files whose stat changed
     memo, cache, key = scan_plan.memo, scan_plan.index.cache, scan_plan.memo_key
     if memo is None or cache is None or key is None:
         return
