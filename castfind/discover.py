@@ -77,6 +77,16 @@ class Listing:
     has_init: bool  # an ``__init__.py`` entry
 
 
+def parse_size(text: str) -> int | None:
+    """``--max-file-size``: ``2M``, ``500K`` or plain bytes; None when it is none of these."""
+    t = text.strip().upper().removesuffix("B")
+    scale = {"K": 1024, "M": 1024 * 1024}.get(t[-1:], 1)
+    digits = t[:-1] if scale > 1 else t
+    if not digits.isdigit() or int(digits) == 0:
+        return None
+    return int(digits) * scale
+
+
 def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int = DEFAULT_MAX_FILE_SIZE,
              skipped: list[Diagnostic] | None = None, listings: Mapping[str, Listing] | None = None,
              listed: dict[str, Listing] | None = None, stats: dict[str, FileStat] | None = None) -> list[SourceFile]:

@@ -74,6 +74,8 @@ class Index:
         self._stats_all = False
         #: ``from_roots`` with a cache: the root folders, their tree indexes as read, this run's listings.
         self._trees: tuple[dict[str, None], dict[str, dict], dict[str, Listing]] | None = None
+        self._listings: dict[str, Listing] = {}  # the stored listings read by ``from_roots``
+        self._stored: dict[str, tuple[Stat, str]] = {}  # the file stats and digests they held
         self.hashed = 0  # files whose bytes were hashed in this run (the stat index spares the rest)
         self.diagnostics: list[Diagnostic] = []
         self.file_diagnostics: dict[str, list[Diagnostic]] = {}  # abspath → its parse diagnostics
@@ -107,7 +109,9 @@ class Index:
         index.diagnostics.extend(skipped)
         index._now = now
         if cache is not None:
-            index._stats = known
+            index._listings = listings
+            index._stored = known
+            index._stats = dict(known)
             index._trees = (dict.fromkeys(bases), stored, listed)
         return index
 
@@ -227,6 +231,12 @@ class Index:
             return
         bases, stored, listed = self._trees
         known = self._stats or {}
+        # PERF: a warm run of an unchanged tree reused every stored listing and digest: nothing to write.
+        if (set(stored) == set(bases) and all(listed.get(f) is ls for f, ls in self._listings.items())
+                and len(listed) == len(self._listings)
+                and all(self._stored.get(p, _NONE)[0] == st for p, st in self._now.items())
+                and len(self._now) == len(self._stored)):
+            return
         for base in bases:
             doc = _tree_doc(base, listed, {p: (st, known[p][1]) for p, st in self._now.items()
                                            if p in known and known[p][0] == st})
@@ -303,6 +313,9 @@ class Index:
 
 def _stat_of(st: os.stat_result) -> Stat:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+_NONE: tuple[None, None] = (None, None)
 
 
 def _read_tree(base: str, doc: dict, listings: dict[str, Listing], known: dict[str, tuple[Stat, str]]) -> bool:

@@ -103,3 +103,27 @@ def test_a_damaged_tree_index_means_a_fresh_walk(tmp_path: Path) -> None:
     cache.put_tree(str(root.resolve()), {"dirs": {"": "not a listing"}, "files": []})
     cache.close()
     assert _cached(root, cache_dir) == _fresh(root)
+
+
+def test_an_edited_file_is_hashed_once_then_known(tmp_path: Path, monkeypatch) -> None:
+    import castfind.index as idx
+
+    monkeypatch.setattr(disc, "RACY_NS", 50_000_000)
+    monkeypatch.setattr(idx, "_RACY_NS", 50_000_000)
+    root, cache_dir = tmp_path / "root", tmp_path / "cache"
+    root.mkdir()
+    _make(root)
+    time.sleep(0.1)
+
+    def hashed() -> int:
+        cache = Cache(cache_dir)
+        index = Index.from_roots([str(root)], EXCLUDE, max_file_size=1000, cache=cache)
+        assert {sf.path: index.key(sf) for sf in index.files} == _fresh(root)[1]
+        index.save()
+        cache.close()
+        return index.hashed
+
+    assert hashed() > 0 and hashed() == 0
+    (root / "pkg" / "sub" / "c.py").write_text("def c():\n    return 9\n")
+    time.sleep(0.1)
+    assert hashed() == 1 and hashed() == 0  # the new digest went into the tree index
