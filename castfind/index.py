@@ -76,6 +76,8 @@ class Index:
         self._trees: tuple[dict[str, None], dict[str, dict], dict[str, Listing]] | None = None
         self._listings: dict[str, Listing] = {}  # the stored listings read by ``from_roots``
         self._stored: dict[str, tuple[Stat, str]] = {}  # the file stats and digests they held
+        #: :func:`castfind.memo.tree_digest` by file count (files are only added; keys never change).
+        self.tree_digests: dict[int, str] = {}
         self.hashed = 0  # files whose bytes were hashed in this run (the stat index spares the rest)
         self.diagnostics: list[Diagnostic] = []
         self.file_diagnostics: dict[str, list[Diagnostic]] = {}  # abspath → its parse diagnostics
