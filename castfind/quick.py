@@ -85,6 +85,12 @@ def _parse(args: list[str]) -> _WhereArgs | None:
 def carried_where(args: list[str]) -> int | None:
     """Print a carried ``where`` answer as :func:`castfind.cli.where` would and return its exit code;
     None, having printed nothing, when this run is not one it can answer."""
+    got = _answer(args)
+    return None if got is None else _print(got[0], got[1].symbol, got[1].json_out)
+
+
+def _answer(args: list[str]) -> tuple[WhereResult, _WhereArgs] | None:
+    """The carried answer to ``args`` (nothing printed), or None."""
     parsed = _parse(args)
     if parsed is None:
         return None
@@ -116,7 +122,7 @@ def carried_where(args: list[str]) -> int | None:
         return None
     finally:
         cache.close()
-    return _print(res, parsed.symbol, parsed.json_out)
+    return res, parsed
 
 
 def _print(res: WhereResult, symbol: str, json_out: bool) -> int:
@@ -144,13 +150,18 @@ def _print(res: WhereResult, symbol: str, json_out: bool) -> int:
 def main() -> None:
     """Console-script entry point: a carried ``where`` answer at once, else :func:`castfind.cli.main`."""
     try:
-        code = carried_where(sys.argv[1:])
+        got = _answer(sys.argv[1:])
     except Exception:  # never worse than the full path: it runs, and reports, as it always does
-        code = None
-    if code is None:
+        got = None
+    if got is None:
         from castfind.cli import main as full
 
         full()
         return
-    sys.stdout.flush()
+    try:
+        code = _print(got[0], got[1].symbol, got[1].json_out)  # once: a failure here is not retried
+        sys.stdout.flush()
+    except BrokenPipeError:  # a closed pipe: quietly, exit 1, as click does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's own recipe)
+        code = 1
     sys.exit(code)
