@@ -29,7 +29,7 @@ def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
     try:
         return _where(index, symbol, at, report_exclude)
     finally:
-        index.save_stats()
+        index.save()
 
 
 def scan(

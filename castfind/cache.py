@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import sqlite3
 import time
@@ -27,11 +28,14 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS idents (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS memo (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS stats (key TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS trees (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 """
 
 #: What a file's stat must still be for its stored content digest to be trusted (as git's index
 #: and ruff's cache do): size, mtime, inode and ctime, all in nanoseconds where they are times.
 Stat = tuple[int, int, int, int]
+#: The shape of :meth:`Cache.get_tree`'s documents; another number is not read.
+TREE_VERSION = 1
 
 
 def encode_facts(facts: Any) -> bytes:
@@ -199,6 +203,23 @@ class Cache:
         """Record the stat each file had when its content digest was computed (one transaction)."""
         self._write("stats", [(path, ":".join(map(str, (*st, digest))).encode("ascii"))
                               for path, (st, digest) in rows.items()])
+
+    def get_tree(self, base: str) -> dict[str, Any] | None:
+        """The tree index of one root folder (its folders' listings, its files' stats and digests:
+        :meth:`castfind.index.Index.from_roots`), or None when absent or unreadable."""
+        blob = self._select("trees", [base]).get(base)
+        if blob is None:
+            return None
+        try:
+            doc = json.loads(zlib.decompress(blob))
+        except (zlib.error, ValueError):
+            return None  # a damaged row: the root is listed and stat-ed afresh, and the row replaced
+        return doc if isinstance(doc, dict) and doc.get("v") == TREE_VERSION else None
+
+    def put_tree(self, base: str, doc: dict[str, Any]) -> None:
+        """Replace one root folder's tree index (one transaction; last writer wins)."""
+        self._write("trees", [(base, zlib.compress(json.dumps({**doc, "v": TREE_VERSION}, separators=(",", ":"))
+                                                   .encode("utf-8"), 1))])
 
     def close(self) -> None:
         if self._conn is not None:

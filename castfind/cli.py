@@ -134,12 +134,12 @@ MaxSizeOpt = typer.Option("2M", "--max-file-size", metavar="SIZE",
 
 def _size(text: str) -> int:
     """``--max-file-size``: ``2M``, ``500K`` or plain bytes."""
-    t = text.strip().upper().removesuffix("B")
-    scale = {"K": 1024, "M": 1024 * 1024}.get(t[-1:], 1)
-    digits = t[:-1] if scale > 1 else t
-    if not digits.isdigit() or int(digits) == 0:
+    from castfind.discover import parse_size
+
+    size = parse_size(text)
+    if size is None:
         _fail(f"--max-file-size {text}: expected a positive size such as 2M, 500K or 1048576")
-    return int(digits) * scale
+    return size
 
 
 @app.command()

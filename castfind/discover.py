@@ -11,6 +11,9 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import os
+import stat
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,20 +52,58 @@ class DiscoveryError(Exception):
         self.reason = reason
 
 
-def _is_venv(dirpath: str, names: list[str]) -> bool:
-    return "pyvenv.cfg" in names
+#: A file's stat as the stat index keeps it: size, mtime_ns, inode, ctime_ns.
+FileStat = tuple[int, int, int, int]
+#: A folder's stat as a :class:`Listing` keeps it: mtime_ns, ctime_ns, inode.
+FolderStat = tuple[int, int, int]
+#: A folder modified this recently when listed may change again within the clock's granularity
+#: without its mtime changing ("racily clean", as git calls it): its listing is not kept.
+RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What discovery needs of one folder's entries, true while the folder's stat is still ``stat``.
+
+    A folder's mtime changes whenever an entry is added, removed or renamed in it (and its ctime
+    with it), so a folder whose (mtime, ctime, inode) is unchanged has the same entries: its stored
+    listing is reused instead of listing it again. Files are still stat-ed one by one (an edit in
+    place changes no folder)."""
+
+    stat: FolderStat
+    dirs: tuple[str, ...]  # entries that are folders themselves (not symlinks to one), by name
+    files: tuple[str, ...]  # the other entries named ``*.py``, by name
+    venv: bool  # a ``pyvenv.cfg`` entry
+    has_init: bool  # an ``__init__.py`` entry
+
+
+def parse_size(text: str) -> int | None:
+    """``--max-file-size``: ``2M``, ``500K`` or plain bytes; None when it is none of these."""
+    t = text.strip().upper().removesuffix("B")
+    scale = {"K": 1024, "M": 1024 * 1024}.get(t[-1:], 1)
+    digits = t[:-1] if scale > 1 else t
+    if not digits.isdigit() or int(digits) == 0:
+        return None
+    return int(digits) * scale
 
 
 def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int = DEFAULT_MAX_FILE_SIZE,
-             skipped: list[Diagnostic] | None = None) -> list[SourceFile]:
+             skipped: list[Diagnostic] | None = None, listings: Mapping[str, Listing] | None = None,
+             listed: dict[str, Listing] | None = None, stats: dict[str, FileStat] | None = None) -> list[SourceFile]:
     """Every ``.py`` file under ``roots`` (sorted, de-duplicated by absolute path).
 
     Files that cannot be used (over ``max_size`` bytes, a symlink loop, unreadable) are left out,
-    each with a diagnostic appended to ``skipped``.
+    each with a diagnostic appended to ``skipped``. ``listings`` (absolute folder path → the
+    :class:`Listing` stored by an earlier walk) spares listing the folders whose stat is unchanged;
+    ``listed`` receives this walk's listing of every folder walked (except racily fresh ones), and
+    ``stats`` the stat of every file found (through symlinks, as it was when found): what the stat
+    index compares.
     """
     notes: list[Diagnostic] = [] if skipped is None else skipped
     out: list[SourceFile] = []
     seen: set[str] = set()
+    walk = _Walk(exclude, max_size, notes, listings or {}, {} if listed is None else listed,
+                 {} if stats is None else stats)
     for root in roots:
         base = Path(root)
         if not base.exists():
@@ -75,7 +116,7 @@ def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int =
                 seen.add(ap)
                 out.append(SourceFile(str(base.parent), base.name, ap, _module_for_file(base), base.name == "__init__.py"))
             continue
-        for sf in _walk(root, base.resolve(), exclude, max_size, notes):
+        for sf in walk.root(root, base.resolve()):
             if sf.abspath not in seen:
                 seen.add(sf.abspath)
                 out.append(sf)
@@ -92,62 +133,122 @@ def _module_for_file(path: Path) -> str:
     return ".".join(reversed(parts))
 
 
-def _usable(entry: os.DirEntry[str], rel: str, max_size: int, notes: list[Diagnostic]) -> bool:
-    """A ``.py`` entry is a regular file (through symlinks) no larger than ``max_size``."""
+def _list(folder: str) -> Listing | None:
+    """A fresh listing of ``folder`` (None when it cannot be listed). The stat is taken first, so a
+    change made while listing shows as another stat next time."""
     try:
-        if not entry.is_file():
-            return False
-        size = entry.stat().st_size
-    except OSError as e:
-        notes.append(Diagnostic(rel, 0, f"cannot read: {e.strerror} (file skipped; fix the link or add it to --exclude)",
-                                "read-error"))
-        return False
-    if size > max_size:
-        notes.append(Diagnostic(rel, 0, f"{size / 1048576:.1f} MB, over --max-file-size "
-                                        f"({max_size / 1048576:.1f} MB): file skipped; raise the limit to scan it",
-                                "too-large"))
-        return False
-    return True
-
-
-def _walk(root: str, base: Path, exclude: tuple[str, ...], max_size: int, notes: list[Diagnostic]) -> list[SourceFile]:
-    out: list[SourceFile] = []
-    # Stack of (folder, module prefix or None when not inside a package)
-    stack: list[tuple[Path, list[str] | None]] = [(base, None)]
-    # PERF: ``base`` is resolved, so every entry path is absolute and starts with it; slicing is
-    # ten times cheaper than os.path.relpath/abspath over 8,000 files.
-    cut = len(os.path.join(str(base), ""))
-    while stack:
-        folder, prefix = stack.pop()
+        st = os.stat(folder)
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    dirs, files, names = [], [], set()
+    for e in entries:
+        names.add(e.name)
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            is_dir = e.is_dir(follow_symlinks=False)
         except OSError:
-            continue
-        names = [e.name for e in entries]
-        if folder != base and _is_venv(str(folder), names):
-            continue
-        has_init = "__init__.py" in names
-        if prefix is None and has_init:
-            # A top-level package, or the root itself (``--root path/to/pkg``): name modules from its parent.
-            prefix = [folder.name]
-        for e in entries:
-            rel = e.path[cut:].replace(os.sep, "/")
-            if exclude and any(fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(e.name, g) for g in exclude):
+            is_dir = False
+        if is_dir:
+            dirs.append(e.name)
+        elif e.name.endswith(".py"):
+            files.append(e.name)
+    return Listing((st.st_mtime_ns, st.st_ctime_ns, st.st_ino), tuple(sorted(dirs)), tuple(sorted(files)),
+                   "pyvenv.cfg" in names, "__init__.py" in names)
+
+
+class _Walk:
+    """One discovery's walk: folder listings reused where the folder's stat is unchanged."""
+
+    def __init__(self, exclude: tuple[str, ...], max_size: int, notes: list[Diagnostic],
+                 listings: Mapping[str, Listing], listed: dict[str, Listing], stats: dict[str, FileStat]) -> None:
+        self.exclude = exclude
+        self.max_size = max_size
+        self.notes = notes
+        self.listings = listings
+        self.listed = listed
+        self.stats = stats
+        self.now = time.time_ns()
+
+    def listing(self, folder: str) -> Listing | None:
+        known = self.listings.get(folder)
+        got: Listing | None
+        if known is not None:
+            try:
+                st = os.stat(folder)
+            except OSError:
+                return None
+            fresh = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == known.stat
+            got = known if fresh else _list(folder)
+        else:
+            got = _list(folder)
+        if got is not None and self.now - max(got.stat[0], got.stat[1]) > RACY_NS:
+            self.listed[folder] = got
+        return got
+
+    def excluded(self, rel: str, name: str) -> bool:
+        return any(fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(name, g) for g in self.exclude)
+
+    def usable(self, path: str, rel: str) -> bool:
+        """A ``.py`` entry is a regular file (through symlinks) no larger than ``max_size``."""
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            if isinstance(e, FileNotFoundError) and os.path.lexists(path):
+                return False  # a dangling symlink: not a file
+            self.notes.append(Diagnostic(rel, 0, f"cannot read: {e.strerror} (file skipped; fix the link or add it "
+                                                 "to --exclude)", "read-error"))
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        size = st.st_size
+        if size > self.max_size:
+            self.notes.append(Diagnostic(rel, 0, f"{size / 1048576:.1f} MB, over --max-file-size "
+                                                 f"({self.max_size / 1048576:.1f} MB): file skipped; raise the limit "
+                                                 "to scan it", "too-large"))
+            return False
+        self.stats[path] = (size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        return True
+
+    def root(self, root: str, base: Path) -> list[SourceFile]:
+        out: list[SourceFile] = []
+        top = str(base)
+        # Stack of (folder, module prefix or None when not inside a package)
+        stack: list[tuple[str, list[str] | None]] = [(top, None)]
+        # PERF: ``base`` is resolved, so every entry path is absolute and starts with it; slicing is
+        # ten times cheaper than os.path.relpath/abspath over 8,000 files.
+        cut = len(os.path.join(top, ""))
+        exclude = self.exclude
+        while stack:
+            folder, prefix = stack.pop()
+            got = self.listing(folder)
+            if got is None or (folder != top and got.venv):
                 continue
-            if e.is_dir(follow_symlinks=False):
-                if e.name in SKIP_DIRS or e.name.startswith(".") or e.name.endswith(".egg-info"):
+            if prefix is None and got.has_init:
+                # A top-level package, or the root itself (``--root path/to/pkg``): name modules from its parent.
+                prefix = [os.path.basename(folder)]
+            inside = folder + os.sep
+            for name in got.files:
+                path = inside + name
+                rel = path[cut:].replace(os.sep, "/")
+                if exclude and self.excluded(rel, name):
                     continue
-                sub = None if prefix is None else [*prefix, e.name]
-                stack.append((Path(e.path), sub))
-            elif e.name.endswith(".py") and _usable(e, rel, max_size, notes):
-                stem = e.name[:-3]
+                if not self.usable(path, rel):
+                    continue
+                stem = name[:-3]
                 if prefix is not None:
                     mod_parts = prefix if stem == "__init__" else [*prefix, stem]
                 else:
                     relparts = rel[:-3].split("/")
                     mod_parts = relparts[:-1] if stem == "__init__" else relparts
-                out.append(SourceFile(root, rel, e.path, ".".join(mod_parts), stem == "__init__"))
-    return out
+                out.append(SourceFile(root, rel, path, ".".join(mod_parts), stem == "__init__"))
+            for name in got.dirs:
+                if name in SKIP_DIRS or name.startswith(".") or name.endswith(".egg-info"):
+                    continue
+                path = inside + name
+                if exclude and self.excluded(path[cut:].replace(os.sep, "/"), name):
+                    continue
+                stack.append((path, None if prefix is None else [*prefix, name]))
+        return out
 
 
 @dataclass(frozen=True, slots=True)

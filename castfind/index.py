@@ -17,11 +17,12 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import Protocol
 
 from castfind import sourcetext
 from castfind.cache import Cache, Stat, content_digest, key_of_digest
-from castfind.discover import DEFAULT_MAX_FILE_SIZE, SourceFile, discover
+from castfind.discover import DEFAULT_MAX_FILE_SIZE, Listing, SourceFile, discover
 from castfind.facts import FileFacts
 from castfind.types import Diagnostic
 from castfind.workers import Extracted, Job, ProgressFn, encoded, extract_in_pool
@@ -67,6 +68,16 @@ class Index:
         self._stats: dict[str, tuple[Stat, str]] | None = None
         self._read_stat: dict[str, Stat] = {}
         self._new_stats: dict[str, tuple[Stat, str]] = {}
+        #: Discovery's stat of each file (``from_roots``): compared instead of stat-ing it again.
+        self._now: dict[str, Stat] = {}
+        #: Whether the files missing from ``_stats`` were looked for in the cache's stat table.
+        self._stats_all = False
+        #: ``from_roots`` with a cache: the root folders, their tree indexes as read, this run's listings.
+        self._trees: tuple[dict[str, None], dict[str, dict], dict[str, Listing]] | None = None
+        self._listings: dict[str, Listing] = {}  # the stored listings read by ``from_roots``
+        self._stored: dict[str, tuple[Stat, str]] = {}  # the file stats and digests they held
+        #: :func:`castfind.memo.tree_digest` by file count (files are only added; keys never change).
+        self.tree_digests: dict[int, str] = {}
         self.hashed = 0  # files whose bytes were hashed in this run (the stat index spares the rest)
         self.diagnostics: list[Diagnostic] = []
         self.file_diagnostics: dict[str, list[Diagnostic]] = {}  # abspath → its parse diagnostics
@@ -76,10 +87,34 @@ class Index:
     @classmethod
     def from_roots(cls, roots: list[str], exclude: tuple[str, ...] = (), max_file_size: int | None = None,
                    **kw) -> Index:
+        """Discover the files under ``roots``. With a cache, each root folder's *tree index* (its
+        folders' listings, its files' stats and content digests, stored by the last run) spares
+        listing the folders whose stat is unchanged, and stat-ing each file twice: discovery's stat
+        of a file is the one :meth:`key` compares. A listing is reused only for a folder whose
+        (mtime, ctime, inode) is what it was, so the files found are those a fresh walk finds."""
         skipped: list[Diagnostic] = []
         size = DEFAULT_MAX_FILE_SIZE if max_file_size is None else max_file_size
-        index = cls(discover(roots, exclude, max_size=size, skipped=skipped), **kw)
+        cache: Cache | None = kw.get("cache")
+        bases = [str(Path(r).resolve()) for r in roots if os.path.isdir(r)] if cache is not None else []
+        listings: dict[str, Listing] = {}
+        known: dict[str, tuple[Stat, str]] = {}
+        stored: dict[str, dict] = {}
+        for base in dict.fromkeys(bases):
+            assert cache is not None
+            doc = cache.get_tree(base)
+            if doc is not None and _read_tree(base, doc, listings, known):
+                stored[base] = doc
+        listed: dict[str, Listing] = {}
+        now: dict[str, Stat] = {}
+        files = discover(roots, exclude, max_size=size, skipped=skipped, listings=listings, listed=listed, stats=now)
+        index = cls(files, **kw)
         index.diagnostics.extend(skipped)
+        index._now = now
+        if cache is not None:
+            index._listings = listings
+            index._stored = known
+            index._stats = dict(known)
+            index._trees = (dict.fromkeys(bases), stored, listed)
         return index
 
     # -- files ----------------------------------------------------------------------------------
@@ -164,12 +199,17 @@ class Index:
         if self.cache is None:
             return None
         if self._stats is None:
-            self._stats = self.cache.get_stats(f.abspath for f in self.files)
+            self._stats = {}
         known = self._stats.get(sf.abspath)
+        if known is None and not self._stats_all:
+            # Files no tree index knew (a root's first run, an installed package): the stat table.
+            self._stats_all = True
+            self._stats.update(self.cache.get_stats(f.abspath for f in self.files if f.abspath not in self._stats))
+            known = self._stats.get(sf.abspath)
         if known is None:
             return None
         # Bytes read already are judged by the stat they had when read.
-        st = self._read_stat.get(sf.abspath)
+        st = self._read_stat.get(sf.abspath) or self._now.get(sf.abspath)
         if st is None:
             try:
                 st = _stat_of(os.stat(sf.abspath))
@@ -184,6 +224,26 @@ class Index:
             if self._stats is not None:
                 self._stats.update(self._new_stats)
             self._new_stats = {}
+
+    def save(self) -> None:
+        """At the end of a run: the stat index (:meth:`save_stats`) and each root folder's tree index,
+        written only when it changed (a warm run of an unchanged tree writes nothing)."""
+        self.save_stats()
+        if self.cache is None or self._trees is None:
+            return
+        bases, stored, listed = self._trees
+        known = self._stats or {}
+        # PERF: a warm run of an unchanged tree reused every stored listing and digest: nothing to write.
+        if (set(stored) == set(bases) and all(listed.get(f) is ls for f, ls in self._listings.items())
+                and len(listed) == len(self._listings)
+                and all(self._stored.get(p, _NONE)[0] == st for p, st in self._now.items())
+                and len(self._now) == len(self._stored)):
+            return
+        for base in bases:
+            doc = _tree_doc(base, listed, {p: (st, known[p][1]) for p, st in self._now.items()
+                                           if p in known and known[p][0] == st})
+            if doc != {k: v for k, v in stored.get(base, {}).items() if k != "v"}:
+                self.cache.put_tree(base, doc)
 
     # -- facts ----------------------------------------------------------------------------------
     def facts_of(self, sf: SourceFile) -> FileFacts:
@@ -255,3 +315,33 @@ class Index:
 
 def _stat_of(st: os.stat_result) -> Stat:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+_NONE: tuple[None, None] = (None, None)
+
+
+def _read_tree(base: str, doc: dict, listings: dict[str, Listing], known: dict[str, tuple[Stat, str]]) -> bool:
+    """Add a stored tree index's listings and file digests (absolute paths) to ``listings`` and
+    ``known``; False, adding nothing, for a document of another shape."""
+    top = os.path.join(base, "")
+    try:
+        got_dirs = {(base if rel == "" else top + rel): Listing((int(m), int(c), int(i)), tuple(map(str, ds)),
+                                                                tuple(map(str, fs)), bool(v), bool(init))
+                    for rel, (m, c, i, v, init, ds, fs) in doc["dirs"].items()}
+        got_files = {top + rel: ((int(z), int(m), int(i), int(c)), str(d))
+                     for rel, (z, m, i, c, d) in doc["files"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
+    listings.update(got_dirs)
+    known.update(got_files)
+    return True
+
+
+def _tree_doc(base: str, listed: dict[str, Listing], files: dict[str, tuple[Stat, str]]) -> dict:
+    """One root folder's tree index: the listings of the folders under it and the stat and content
+    digest of its files (root-relative), in the JSON shape :func:`_read_tree` reads."""
+    top = os.path.join(base, "")
+    cut = len(top)
+    dirs = {("" if f == base else f[cut:]): [*ls.stat, ls.venv, ls.has_init, list(ls.dirs), list(ls.files)]
+            for f, ls in listed.items() if f == base or f.startswith(top)}
+    return {"dirs": dirs, "files": {p[cut:]: [*st, d] for p, (st, d) in files.items() if p.startswith(top)}}

@@ -20,7 +20,6 @@ just means computing everything.
 from __future__ import annotations
 
 import hashlib
-import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -277,12 +276,6 @@ def _parse_query(dep: str) -> QueryKey:
     return ast.literal_eval(dep[2:])
 
 
-#: index → (how many files it had, their digest). PERF: a run checks the digest two or three times
-#: (outcome, costs, where); an index only grows (:meth:`Index.add_files`) and a file's content key is
-#: fixed once read, so the digest is recomputed only when files were added.
-_DIGESTS: weakref.WeakKeyDictionary[Index, tuple[int, str]] = weakref.WeakKeyDictionary()
-
-
 def tree_digest(index: Index) -> str:
     """A digest of the indexed tree: every file's root-relative id, module name and content key.
 
@@ -290,14 +283,15 @@ def tree_digest(index: Index) -> str:
     pure function of both), so a warm scan of an unchanged tree replays it whole
     (:func:`castfind.pipeline.run`) instead of replaying its steps one by one.
     """
-    known = _DIGESTS.get(index)
-    if known is not None and known[0] == len(index.files):
-        return known[1]
-    ids = file_ids(index.files)
-    rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
-    digest = hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
-    _DIGESTS[index] = (len(index.files), digest)
-    return digest
+    # PERF: asked by each carried result a warm scan reads (outcome, costs, ignore comments). An index's
+    # files are only ever added to, and a file's key is fixed once found, so its file count names its tree.
+    n = len(index.files)
+    got = index.tree_digests.get(n)
+    if got is None:
+        ids = file_ids(index.files)
+        rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
+        got = index.tree_digests[n] = hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
+    return got
 
 
 def load_for_tree(index: Index, key: str) -> dict[str, Any] | None:

@@ -362,10 +362,10 @@ def _check_only_files(paths: Sequence[str], roots: Sequence[str]) -> None:
 
 def run(scan_plan: ScanPlan) -> RunOutput:
     """The engine over the plan's index and rules (parsing happens here)."""
-    from castfind.scan import scan
-
     if scan_plan.carried is not None:
         return scan_plan.carried
+    from castfind.scan import scan  # PERF: the engine (and networkx) only when the outcome is not carried
+
     only = set(scan_plan.only) if scan_plan.only is not None else None
     out = RunOutput.of(scan(scan_plan.index, scan_plan.ruleset, demand=scan_plan.demand, only=only,
                             explain=scan_plan.explain, stops=scan_plan.stops, memo=scan_plan.memo))
@@ -379,7 +379,7 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
     With ``out`` (what :func:`run` returned), the whole outcome is stored too, under the digest of
     the tree it was computed on, for the next run on the same tree.
     """
-    scan_plan.index.save_stats()  # the stat index: the next run hashes only files whose stat changed
+    scan_plan.index.save()  # the stat index and tree index: the next run hashes only files whose stat changed
     memo, cache, key = scan_plan.memo, scan_plan.index.cache, scan_plan.memo_key
     if memo is None or cache is None or key is None:
         return
@@ -556,19 +556,48 @@ def _unused_suppressions(scan_plan: ScanPlan, used: frozenset[tuple[str, str, in
     """CF001 for every ignore comment in the scanned roots (``--only``: in those files) that silenced nothing."""
     roots = set(scan_plan.roots)
     out: list[Finding] = []
+    with_text = _files_with_ignores(scan_plan)
     for sf in scan_plan.index.files:
-        if sf.root not in roots or (scan_plan.only is not None and sf.abspath not in scan_plan.only):
-            continue
-        data = scan_plan.index.data(sf)
-        if not _IGNORE_TEXT.search(data):
+        if sf.abspath not in with_text or sf.root not in roots:
             continue
         try:
-            text = sourcetext.decode(data)
+            text = sourcetext.decode(scan_plan.index.data(sf))
         except (SyntaxError, UnicodeError):  # reported as a parse error when the file was scanned
             continue
         out += fnd.unused_suppressions(sf.root, sf.path, sf.module, fnd.suppressions_in(text), used,
                                        UNUSED_SUPPRESSION)
     return out
+
+
+def _has_ignore_text(data: bytes) -> bool:
+    # PERF: the case-insensitive pattern has no literal prefix for the regex engine to skip by; the
+    # lowered bytes (re.IGNORECASE on bytes folds ASCII only, as lower() does) rule out most files at once.
+    return b"castfind:" in data.lower() and _IGNORE_TEXT.search(data) is not None
+
+
+def _files_with_ignores(scan_plan: ScanPlan) -> set[str]:
+    """The abspaths of the files (``--only``: of those files) whose text holds an ignore comment.
+
+    PERF: carried with the digest of the tree it was computed on, so a warm scan of an unchanged tree
+    reads only those files, not every file of the roots.
+    """
+    index = scan_plan.index
+    if scan_plan.only is not None:
+        return {sf.abspath for sf in index.files if sf.abspath in scan_plan.only and _has_ignore_text(index.data(sf))}
+    key = None if index.cache is None or scan_plan.memo_key is None else scan_plan.memo_key + "-ignores"
+    if key is None:
+        return {sf.abspath for sf in index.files if _has_ignore_text(index.data(sf))}
+    from castfind import memo as carried
+
+    ids = carried.file_ids(index.files)
+    doc = carried.load_for_tree(index, key)
+    stored = doc.get("files") if doc is not None else None
+    if isinstance(stored, list):
+        by_id = {v: k for k, v in ids.items()}
+        return {by_id[i] for i in stored if i in by_id}
+    found = {sf.abspath for sf in index.files if _has_ignore_text(index.data(sf))}
+    carried.store_for_tree(index, key, {"files": sorted(ids[p] for p in found)})
+    return found
 
 
 def findings_at_ref(scan_plan: ScanPlan) -> tuple[Finding, ...]:

@@ -382,6 +382,17 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     return result
 
 
+def carried_answer(index: Index, symbol: str, report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE,
+                   at: tuple[str, int] | None = None) -> WhereResult | None:
+    """What :func:`where` answers when its answer is carried (None: it would resolve, or there is no
+    cache). Raises :class:`WhereError` for a malformed query."""
+    if not all(part.isidentifier() for part in symbol.split(".")):
+        raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
+    if index.cache is None:
+        return None
+    return _carried(index, _carry_key(index, symbol, at, report_exclude))
+
+
 def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
                    report_exclude: tuple[str, ...]) -> tuple[WhereResult, dict[str, bool]]:
     """The answer, and the installed packages looked for (top-level name → found)."""
@@ -411,7 +422,7 @@ def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
 # warm `where` then costs discovering and stat-ing the files, not decoding the facts it read.
 
 def _carry_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exclude: tuple[str, ...]) -> str:
-    roots = sorted({(sf.root, os.path.abspath(sf.root)) for sf in index.files})
+    roots = sorted((r, os.path.abspath(r)) for r in {sf.root for sf in index.files})
     at_key = None if at is None else (os.path.abspath(at[0]), at[0], at[1])
     return "where-" + carried.config_key(symbol, at_key, tuple(report_exclude), roots, index.follow_installed,
                                          os.getcwd() if at is not None else "")

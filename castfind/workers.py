@@ -8,17 +8,18 @@ cache.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from castfind.cache import encode_facts
 from castfind.facts import FileFacts
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 #: ``(absolute path, module, path in root, is a package)``: what a worker needs to extract a file.
 Job = tuple[str, str, str, bool]
@@ -73,6 +74,10 @@ def _watch_parent(parent: int) -> None:
 def new_pool(workers: int) -> ProcessPoolExecutor:
     """Workers *spawned* fresh (they import only the extractor): they share no pages with a main
     process holding every file's bytes, and each dies with the process that started it."""
+    # PERF: multiprocessing and concurrent.futures only when files are parsed in a pool (a warm run never).
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_watch_parent, initargs=(os.getpid(),))
 
@@ -85,6 +90,8 @@ def extract_in_pool(jobs: list[Job], order: list[int], workers: int, progress: P
     at a time in a pool of their own, and one that breaks that too becomes an ``unsupported``
     file (:func:`crashed`); the rest go on in a fresh pool.
     """
+    from concurrent.futures.process import BrokenProcessPool
+
     by_i: dict[int, Extracted] = {}
     todo = list(order)
     while todo:

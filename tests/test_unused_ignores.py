@@ -77,3 +77,22 @@ def test_suppressions_are_read_from_comments_only() -> None:
 def test_cf001_is_described_like_a_rule() -> None:
     assert (UNUSED_SUPPRESSION.id, UNUSED_SUPPRESSION.severity) == ("CF001", "warning")
     assert UNUSED_SUPPRESSION.fix
+
+
+def test_a_warm_scan_sees_an_ignore_comment_added_or_removed(tmp_path: Path) -> None:
+    """Which files hold an ignore comment is carried with the tree's digest: an edit is still seen."""
+    root, cache = tmp_path / "src", tmp_path / "cache"
+    root.mkdir()
+    (root / "a.py").write_text("def f(x):\n    return x + 1\n")
+    (root / "b.py").write_text("def g(x):\n    return x\n")
+
+    def cf001() -> list[tuple[str, int]]:
+        r = runner.invoke(cli.app, ["scan", str(root), "--cache-dir", str(cache), "-j", "1", "--json"])
+        assert r.exit_code in (0, 1), r.output
+        return sorted((f["path"], f["line"]) for f in json.loads(r.stdout)["findings"] if f["rule"] == "CF001")
+
+    assert cf001() == [] and cf001() == []
+    (root / "b.py").write_text("def g(x):\n    return x  # castfind: ignore[CF101]\n")
+    assert cf001() == [("b.py", 2)] and cf001() == [("b.py", 2)]  # cold, then carried
+    (root / "b.py").write_text("def g(x):\n    return x\n")
+    assert cf001() == []

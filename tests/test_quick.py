@@ -1,0 +1,76 @@
+"""The carried ``where`` answer printed before typer is imported (:mod:`castfind.quick`): exactly the
+stdout, stderr and exit code of the full command line, and nothing at all when it does not answer."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from castfind import cli, quick
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+WHERE = [str(FIX / "where" / "kernelkit"), str(FIX / "where" / "servekit")]
+SCAN = [str(FIX / "scan" / "minisrv")]
+
+CASES = [
+    ("topk_softmax", WHERE, []),
+    ("kernelkit.fused.grouped_topk", WHERE, ["--json"]),
+    ("MoeConfig", WHERE, ["--json", "--exclude", "*/tests/*"]),
+    ("no_such_name_here", WHERE, []),
+    ("no_such_name_here", WHERE, ["--json"]),
+    ("forward", SCAN, ["-j", "1", "--max-file-size", "500K"]),
+    ("get_key_buffer", SCAN, ["--json", "--jobs=1"]),
+]
+
+
+def _full(args: list[str]) -> tuple[int, str, str]:
+    r = CliRunner().invoke(cli.app, args)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def _quick(args: list[str]) -> tuple[int | None, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = quick.carried_where(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(("symbol", "roots", "extra"), CASES)
+def test_the_carried_answer_prints_what_the_full_path_prints(tmp_path: Path, symbol: str, roots: list[str],
+                                                             extra: list[str]) -> None:
+    args = ["where", symbol, *(a for r in roots for a in ("--root", r)), "--cache-dir", str(tmp_path), *extra]
+    assert _quick(args) == (None, "", "")  # nothing carried yet: not answered, nothing printed
+    cold = _full(args)
+    warm = _full(args)
+    assert warm == cold
+    assert _quick(args) == warm  # answered from the carried result, as the full path answers
+
+
+@pytest.mark.parametrize("extra", [
+    ["--no-cache"], ["--at", "x.py:1"], ["--help"], ["--no-follow-installed"], ["-j", "-1"], ["--jobs", "x"],
+    ["--max-file-size", "0"], ["--unknown"], ["-rX"], ["second_symbol"], ["--root"],
+])
+def test_what_it_cannot_read_with_certainty_goes_to_the_full_path(tmp_path: Path, extra: list[str]) -> None:
+    args = ["where", "topk_softmax", "--root", WHERE[0], "--cache-dir", str(tmp_path)]
+    _full(args)
+    assert _quick(args)[0] == 0
+    assert _quick([*args, *extra]) == (None, "", "")
+    assert _quick(["scan", WHERE[0], "--cache-dir", str(tmp_path)]) == (None, "", "")
+
+
+def test_a_changed_tree_is_not_answered_from_the_old_result(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "src"
+    shutil.copytree(FIX / "where" / "kernelkit", root)
+    args = ["where", "topk_softmax", "--root", str(root), "--cache-dir", str(tmp_path / "c"), "--json"]
+    _full(args)
+    assert _quick(args)[0] == 0
+    gating = root / "kernelkit" / "fused" / "gating.py"
+    gating.write_text(gating.read_text().replace("def topk_softmax(", "def topk_softmax_renamed("))
+    assert _quick(args) == (None, "", "")
+    assert _full(args)[0] == 1

@@ -1,0 +1,129 @@
+"""The tree index (``Index.from_roots`` with a cache): folder listings reused while a folder's stat is
+unchanged, discovery's stat of each file compared by the stat index. Whatever changed, the files and
+keys found are exactly those of a fresh walk that hashes every file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from castfind import discover as disc
+from castfind.cache import Cache, content_key
+from castfind.index import Index
+
+EXCLUDE = ("*_skip.py", "pkg/excluded/*")
+
+
+def _make(root: Path) -> None:
+    for d in ("pkg/sub", "pkg/excluded", "pkg/build", "tools", "env/lib"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    files = {"pkg/__init__.py": "", "pkg/a.py": "A = 1\n", "pkg/b_skip.py": "B = 2\n", "pkg/sub/__init__.py": "",
+             "pkg/sub/c.py": "def c():\n    return 3\n", "pkg/excluded/d.py": "D = 4\n", "pkg/build/e.py": "E = 5\n",
+             "tools/run.py": "print(1)\n", "tools/notes.txt": "not python\n", "env/pyvenv.cfg": "",
+             "env/lib/v.py": "V = 6\n", "pkg/big.py": "X = 1\n" * 200}
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    os.symlink(root / "pkg" / "a.py", root / "tools" / "link.py")
+    os.symlink(root / "nowhere.py", root / "tools" / "dangling.py")
+
+
+def _fresh(root: Path) -> tuple[list, dict[str, str], list]:
+    notes: list = []
+    files = disc.discover([str(root)], EXCLUDE, max_size=1000, skipped=notes)
+    return files, {sf.path: content_key(Path(sf.abspath).read_bytes()) for sf in files}, notes
+
+
+def _cached(root: Path, cache_dir: Path) -> tuple[list, dict[str, str], list]:
+    cache = Cache(cache_dir)
+    index = Index.from_roots([str(root)], EXCLUDE, max_file_size=1000, cache=cache)
+    keys = {sf.path: index.key(sf) for sf in index.files}
+    index.save()
+    cache.close()
+    return index.files, keys, index.diagnostics
+
+
+CHANGES = {
+    "add a file": lambda r: (r / "pkg" / "new.py").write_text("N = 1\n"),
+    "remove a file": lambda r: (r / "pkg" / "a.py").unlink(),
+    "rename a file": lambda r: (r / "pkg" / "a.py").rename(r / "pkg" / "a2.py"),
+    "add a folder": lambda r: ((r / "pkg" / "more").mkdir(), (r / "pkg" / "more" / "m.py").write_text("M = 1\n")),
+    "rename a folder": lambda r: (r / "pkg" / "sub").rename(r / "pkg" / "sub2"),
+    "remove a folder": lambda r: shutil.rmtree(r / "pkg" / "sub"),
+    "a folder becomes a venv": lambda r: (r / "tools" / "pyvenv.cfg").write_text(""),
+    "a package loses its __init__": lambda r: (r / "pkg" / "sub" / "__init__.py").unlink(),
+    "a file grows over the size limit": lambda r: (r / "pkg" / "a.py").write_text("A = 1\n" * 300),
+    "a symlink's target appears": lambda r: (r / "nowhere.py").write_text("W = 1\n"),
+    "edit in place, same size": lambda r: (r / "pkg" / "sub" / "c.py").write_text("def c():\n    return 4\n"),
+    "add a file, folder mtime set back": lambda r: _set_back(r / "pkg", lambda: (r / "pkg" / "z.py").write_text("")),
+    "edit in place, same size, mtime set back": lambda r: _set_back(
+        r / "pkg" / "sub" / "c.py", lambda: (r / "pkg" / "sub" / "c.py").write_text("def c():\n    return 5\n")),
+}
+
+
+def _set_back(path: Path, change) -> None:
+    st = os.stat(path)
+    change()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_reused_listing_finds_what_a_fresh_walk_finds(tmp_path: Path, monkeypatch, change: str) -> None:
+    monkeypatch.setattr(disc, "RACY_NS", 50_000_000)  # listings older than 50 ms are kept (2 s by default)
+    root, cache_dir = tmp_path / "root", tmp_path / "cache"
+    root.mkdir()
+    _make(root)
+    time.sleep(0.1)
+    assert _cached(root, cache_dir) == _fresh(root)  # listed, and the listings kept
+    listed: list[str] = []
+    real = disc._list
+    monkeypatch.setattr(disc, "_list", lambda folder: listed.append(folder) or real(folder))
+    fresh = _fresh(root)
+    listed.clear()
+    assert _cached(root, cache_dir) == fresh and listed == []  # every listing reused
+    CHANGES[change](root)
+    fresh = _fresh(root)
+    listed.clear()
+    assert _cached(root, cache_dir) == fresh  # at once: the change is seen
+    assert listed or change.startswith(("edit", "a file grows", "a symlink"))  # (no folder changed for those)
+    time.sleep(0.1)
+    assert _cached(root, cache_dir) == _fresh(root)
+    assert _cached(root, cache_dir) == _fresh(root)
+
+
+def test_a_damaged_tree_index_means_a_fresh_walk(tmp_path: Path) -> None:
+    root, cache_dir = tmp_path / "root", tmp_path / "cache"
+    root.mkdir()
+    _make(root)
+    assert _cached(root, cache_dir) == _fresh(root)
+    cache = Cache(cache_dir)
+    cache.put_tree(str(root.resolve()), {"dirs": {"": "not a listing"}, "files": []})
+    cache.close()
+    assert _cached(root, cache_dir) == _fresh(root)
+
+
+def test_an_edited_file_is_hashed_once_then_known(tmp_path: Path, monkeypatch) -> None:
+    import castfind.index as idx
+
+    monkeypatch.setattr(disc, "RACY_NS", 50_000_000)
+    monkeypatch.setattr(idx, "_RACY_NS", 50_000_000)
+    root, cache_dir = tmp_path / "root", tmp_path / "cache"
+    root.mkdir()
+    _make(root)
+    time.sleep(0.1)
+
+    def hashed() -> int:
+        cache = Cache(cache_dir)
+        index = Index.from_roots([str(root)], EXCLUDE, max_file_size=1000, cache=cache)
+        assert {sf.path: index.key(sf) for sf in index.files} == _fresh(root)[1]
+        index.save()
+        cache.close()
+        return index.hashed
+
+    assert hashed() > 0 and hashed() == 0
+    (root / "pkg" / "sub" / "c.py").write_text("def c():\n    return 9\n")
+    time.sleep(0.1)
+    assert hashed() == 1 and hashed() == 0  # the new digest went into the tree index
