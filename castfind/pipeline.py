@@ -29,7 +29,7 @@ from castfind import findings as fnd
 from castfind import gitref, sourcetext
 from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
-from castfind.cost import Bindings, CostModel, bindings
+from castfind.cost import COST_VERSION, Bindings, CostModel, bindings, judged
 from castfind.discover import Package, package_roots
 from castfind.fsutil import OutputPathError, ensure_folder
 from castfind.gitref import RootAtRef
@@ -490,7 +490,7 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
         got = ({_cost_id(f): model.cost(f) for f in wanted}, model.unused_sets())
         _store_costs(scan_plan, got)
     table, unused = got
-    out = [replace(f, cost=table.get(_cost_id(f))) if table.get(_cost_id(f)) is not None else f for f in found]
+    out = [judged(f, table.get(_cost_id(f))) for f in found]
     diags = [Diagnostic("--set", 0, f"--set {n}: no cost formula of this scan uses {n}", "config") for n in unused]
     return out, diags
 
@@ -506,7 +506,8 @@ def _cost_key(scan_plan: ScanPlan) -> str | None:
     import hashlib
 
     bound = scan_plan.bindings
-    digest = hashlib.blake2b(repr((sorted(bound.values.items()), bound.explicit)).encode(), digest_size=16)
+    digest = hashlib.blake2b(repr((COST_VERSION, sorted(bound.values.items()), bound.explicit)).encode(),
+                             digest_size=16)
     return f"{scan_plan.memo_key}-cost-{digest.hexdigest()}"
 
 

@@ -226,10 +226,10 @@ def test_bindings_priority_and_dtype_names() -> None:
 def test_api_scan_takes_bindings() -> None:
     run = api.scan(
         [str(FIX)], use_cache=False, sets=[("layer_num", "1"), ("kv_lora_rank", "1"), ("qk_rope_head_dim", "1"),
-                                           ("activation_dtype", "torch.bfloat16")],
+                                           ("activation_dtype", "torch.float32")],
         kv_tokens=1, kv_cache_dtype="bf16")
     latent = next(f for f in run.report.findings if f.path.endswith("latent_backend.py"))
-    assert latent.cost is not None and latent.cost.value == 1 * 2 * 1 * 2 * (2 + 2)
+    assert latent.cost is not None and latent.cost.value == 1 * 2 * 1 * 2 * (2 + 4)
 
 
 def test_costs_are_carried_per_bindings_and_tree(tmp_path: Path) -> None:

@@ -65,7 +65,8 @@ def format_cost(c: Cost) -> str:
     """``[size + page_size, 1, 576] torch.float8_e4m3fn→activation_dtype, per step: layer_num * (...) = 48.6 GiB``."""
     text = (f"[{', '.join(c.shape)}] {c.src_dtype or '?'}→{c.dst_dtype or '?'}, per step: {c.per_step}"
             f"{f' = {format_bytes(c.value)}' if c.value is not None else ' (unbound names: --model-config, --set)'}")
-    return text + (f" ({c.holder})" if c.holder else "")
+    text += f" ({c.holder}{f', declared at {c.declared}' if c.declared else ''})" if c.holder else ""
+    return text + (f"; {c.note}" if c.note else "")
 
 
 def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: bool = False) -> list[str]:
