@@ -20,6 +20,26 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
    runs every layer once). ``value`` is ``per_step`` evaluated by a small evaluator over the bound names
    (numbers, + - * // / %, min/max, comparisons, ``and``/``or``/``not``, conditional expressions; anything
    else is unknown), or None.
+4. **The verdict** (:func:`judged` applies it to the finding; :class:`~castfind.types.Cost` carries it):
+
+   * **no-op** (the finding becomes info): the destination dtype is the dtype the operand was declared with
+     (the allocation's ``dtype=``, or the getter's ``.view(dtype)``), whatever the configuration: the same
+     literal dtype (``torch.float`` = ``torch.float32``), or the same formula when the cast is in the
+     buffer's own class (``dtype=self.cache_dtype`` then ``.to(self.cache_dtype)``: one ``self``). The note
+     says ``no-op: buffer declared torch.float32 at FILE:LINE``.
+   * **depends on configuration** (severity kept): either dtype is a formula (``self.dtype`` → the
+     ``--kv-cache-dtype`` name ``dtype``, ``q.dtype`` → ``activation_dtype``), or the same words in two
+     classes; the note says when it is a no-op (``no-op when kv_cache_dtype == q.dtype``). When the bound
+     names make the two dtypes equal, ``value`` is 0 (``.to`` returns its operand) and it ranks last.
+   * **tiny** (an error becomes a warning): the buffer is small by construction
+     (:func:`small_by_construction`: at most one free dimension factor, literal dimensions multiplying to at
+     most ``cost.tiny.max_literal``; the declared shape, with a per-layer list's count as a factor), unless
+     the bound names make it move ``cost.tiny.max_bytes`` or more per step. The thresholds and the
+     dimension names that are small by what they count (``*experts*``, ``*kernel*``) are data in the
+     rules' ``cost.tiny``, not code.
+
+   A finding whose allocation is not found has no cost and keeps its severity: nothing is downgraded
+   on a guess.
 
 Names are bound from configuration (:class:`Bindings`, built from the rules' ``cost:`` section): a Hugging
 Face ``config.json``, ``--kv-tokens``, ``--kv-cache-dtype`` and ``--set NAME=VALUE``.
