@@ -636,7 +636,8 @@ class CostModel:
             return flag
         text = formula if formula and formula != "activation_dtype" and "self." not in formula and not qualify \
             else written or formula or "?"
-        return text.replace("self.", f"{cls}.") if cls else text
+        text = text.replace("self.", f"{cls}.") if cls else text
+        return text if _atomic(text) else f"({text})"
 
     def _tiny(self, shape: Sequence[str], value: float | None) -> tuple[CostVerdict, str]:
         """``("tiny", why)`` for a buffer small by construction whose bound bytes (if any) stay under
