@@ -23,6 +23,26 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
    replaces ``N``. Module-level numeric constants in a shape are replaced by their values. ``value`` is
    ``per_step`` evaluated by a small evaluator over the bound names (numbers, + - * // / %, min/max,
    comparisons, ``and``/``or``/``not``, conditional expressions; anything else is unknown), or None.
+4. **The verdict** (:func:`judged` applies it to the finding; :class:`~castfind.types.Cost` carries it):
+
+   * **no-op** (the finding becomes info): the destination dtype is the dtype the operand was declared with
+     (the allocation's ``dtype=``, or the getter's ``.view(dtype)``), whatever the configuration: the same
+     literal dtype (``torch.float`` = ``torch.float32``), or the same formula when the cast is in the
+     buffer's own class (``dtype=self.cache_dtype`` then ``.to(self.cache_dtype)``: one ``self``). The note
+     says ``no-op: buffer declared torch.float32 at FILE:LINE``.
+   * **depends on configuration** (severity kept): either dtype is a formula (``self.dtype`` → the
+     ``--kv-cache-dtype`` name ``dtype``, ``q.dtype`` → ``activation_dtype``), or the same words in two
+     classes; the note says when it is a no-op (``no-op when kv_cache_dtype == q.dtype``). When the bound
+     names make the two dtypes equal, ``value`` is 0 (``.to`` returns its operand) and it ranks last.
+   * **tiny** (an error becomes a warning): the buffer is small by construction
+     (:func:`small_by_construction`: at most one free dimension factor, literal dimensions multiplying to at
+     most ``cost.tiny.max_literal``; the declared shape, with a per-layer list's count as a factor), unless
+     the bound names make it move ``cost.tiny.max_bytes`` or more per step. The thresholds and the
+     dimension names that are small by what they count (``*experts*``, ``*kernel*``) are data in the
+     rules' ``cost.tiny``, not code.
+
+   A finding whose allocation is not found has no cost and keeps its severity: nothing is downgraded
+   on a guess.
 
 Names are bound from configuration (:class:`Bindings`, built from the rules' ``cost:`` section): a Hugging
 Face ``config.json``, ``--kv-tokens``, ``--kv-cache-dtype`` and ``--set NAME=VALUE``.
@@ -31,16 +51,20 @@ Face ``config.json``, ``--kv-tokens``, ``--kv-cache-dtype`` and ``--set NAME=VAL
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from castfind import casts
 from castfind.facts import Allocation, Attr, Call, Cast, Const, Definition, Expr, FileFacts, Name, Slice, Subscript, render
 from castfind.provenance import VIEW_ATTRIBUTES, Provenance, enclosing_class, holder_classes
 from castfind.rules import CostSpec, RuleSet, glob_match, identifier_tokens
-from castfind.types import Cost, CostCheck, Finding, Runtime
+from castfind.types import Cost, CostCheck, CostVerdict, Finding, Runtime
+
+#: The version of what a carried cost row holds (a :class:`~castfind.types.Cost` with its verdict and note).
+COST_VERSION = 2
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -490,6 +514,10 @@ class CostModel:
     def _allocs(self, ref: ClassRef, target: str, kinds: tuple[str, ...]) -> list[Allocation]:
         """The allocations of ``target`` in the first class of ``ref``'s hierarchy that has any (``*.X``: of
         ``X`` on any parameter object of a method, never ``self.X``)."""
+        return self._allocs_in(ref, target, kinds)[1]
+
+    def _allocs_in(self, ref: ClassRef, target: str, kinds: tuple[str, ...]) -> tuple[str, list[Allocation]]:
+        """:meth:`_allocs` and the path (in its root) of the file that holds them."""
         suffix = target[1:] if target.startswith("*.") else None
 
         def named(t: str) -> bool:
@@ -500,8 +528,8 @@ class CostModel:
             got = [a for a in facts.allocations if named(a.target) and a.kind in kinds
                    and a.scope.startswith(prefix) and "." not in a.scope[len(prefix):]]
             if got:
-                return got
-        return []
+                return facts.path, got
+        return "", []
 
     def attribute(self, ref: ClassRef, attr: str, depth: int = 0) -> str | None:
         """The expression ``self.attr`` stands for in class ``ref`` (its names substituted in turn), or None."""
@@ -613,10 +641,10 @@ class CostModel:
         if not isinstance(end, _Held) or not end.holders:
             return None
         cls = enclosing_class(facts, cast.scope)
-        here = self._class_ref(facts, cls) if cls else None
-        bounds = self._loop_bounds(here, cast.loops)
+        own = self._class_ref(facts, cls) if cls else None
+        bounds = self._loop_bounds(own, cast.loops)
         walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
-        return self._cost_of(end, self._dst(cast), bounds, walks)
+        return self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
 
     def _loop_bounds(self, here: ClassRef | None, loops: Sequence[tuple[str, str]]) -> list[str]:
         """The trip count of each ``for`` around the cast that walks a ``range``: ``range(N)`` → ``N``,
@@ -639,35 +667,43 @@ class CostModel:
             out.append(self.substitute(here, bound) if here is not None else bound)
         return out
 
-    def _dst(self, cast: Cast) -> str | None:
+    def _dst(self, cast: Cast) -> tuple[str | None, str]:
+        """The destination dtype as a formula (``activation_dtype`` for ``q.dtype``), and as written."""
         method = casts.by_name()[cast.method]
         if method.dtype is not None:
-            return f"torch.{method.dtype}" if method.dtype in DTYPE_BYTES else None
+            dt = f"torch.{method.dtype}"
+            return (dt, dt) if method.dtype in DTYPE_BYTES else (None, "")
         arg = next((v for k, v in cast.kwargs if k == "dtype"), cast.args[0] if cast.args else None)
         if arg is None:
-            return None
+            return None, ""
         text = render(arg)
         if any(glob_match(p, text) for p in self.rules.cost.activation):
-            return "activation_dtype"
-        return text if _dtype_like(text) else None
+            return "activation_dtype", text
+        return (text, text) if _dtype_like(text) else (None, "")
 
-    def _cost_of(self, held: _Held, dst: str | None, loops: Sequence[str] = (), walks: bool = False) -> Cost | None:
+    def _cost_of(self, held: _Held, dst: str | None, dst_text: str = "", own: ClassRef | None = None,
+                 loops: Sequence[str] = (), walks: bool = False) -> Cost | None:
+        """``own``: the class the cast is in (its ``self.a`` in the destination dtype is substituted there);
+        ``loops``: the trip counts of the ``range`` loops around the cast; ``walks``: a loop variable picks
+        the buffer."""
         ref = held.holders[0]
+        same = own is not None and own[0] is ref[0] and own[1] is ref[1]
         target = f"*.{held.attr}" if held.on_param else f"self.{held.attr}"
         kinds = ("linear",) if held.module_weight else ("tensor", "parameter", "linear")
-        allocs = [a for a in self._allocs(ref, target, kinds) if a.shape is not None]
+        path, found = self._allocs_in(ref, target, kinds)
+        allocs = [a for a in found if a.shape is not None]
         if not allocs:
             return None
         alloc = next((a for a in allocs if a.when is None), allocs[0])
         assert alloc.shape is not None
-        dims = [self.substitute(ref, d) for d in alloc.shape]
+        dims = declared = [self.substitute(ref, d) for d in alloc.shape]
         per_layer = alloc.count is not None and held.indexed
         if held.indexed and alloc.count is None:
             dims = dims[1:]  # `buf[i]` of one tensor: a slice of its first axis
         # No `dtype=`: the tensor or module is made in torch's default dtype, which an engine sets to the
         # model's while it loads it (`default_dtype`, bound in the rules' defaults).
         src = self.substitute(ref, held.view or alloc.dtype or "default_dtype")
-        dst = dst if dst is None else self.substitute(ref, dst)
+        dst = dst if dst is None or own is None else self.substitute(own, dst)
         count = self.substitute(ref, alloc.count) if per_layer and alloc.count else None
         if count is not None and walks:
             count = None  # a loop variable picks the buffer: the loop walks the list, its trip count counts
@@ -688,8 +724,20 @@ class CostModel:
                 value *= float(x or 0)
             value *= src_b + dst_b
         owner = ref[1].qualname
+        at = f"{path}:{alloc.line}"
+        written = held.view or alloc.dtype or ""
+        verdict, note = self._noop((src, written, ref[1].name), (dst, dst_text, own[1].name if own else ""),
+                                   f"{written} at {at}", same)
+        if verdict == "" and note and value is not None and self._equal_when_bound(src, dst):
+            value = 0.0  # the bound dtypes are the same: `.to` returns its operand, nothing moves
+            note += " (so with the bound dtypes it moves nothing)"
+        if verdict != "no-op":
+            tiny, why = self._tiny([*declared, *([count] if count else [])], value)
+            verdict = tiny
+            note = f"{note}; {why}" if note and why else note or why
         unbound = () if value is not None else self._unbound([*dims, *factors], [src, dst])
-        return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", unbound)
+        return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", declared=at,
+                    verdict=verdict, note=note, unbound=unbound)
 
     def _unbound(self, sizes: Sequence[str], dtypes: Sequence[str | None]) -> tuple[str, ...]:
         """The names a user has to bind for a value: those of the sizes that are no number, and each dtype
@@ -697,6 +745,56 @@ class CostModel:
         names = {n for t in sizes for n in bindable_names(t) if self.ev.number(n) is None}
         names |= {t for t in dtypes if t and self._bytes(t) is None}
         return tuple(sorted(names))
+
+    # -- no-op and tiny casts ---------------------------------------------------------------------------
+    def _noop(self, src: tuple[str | None, str, str], dst: tuple[str | None, str, str], declared: str,
+              same: bool) -> tuple[CostVerdict, str]:
+        """``("no-op", why)`` when the cast's destination is the declared dtype whatever the configuration:
+        the same literal dtype, or the same formula when the cast is in the buffer's own class (``same``),
+        where both ``self`` are one object; ``("", "no-op when A == B")`` when that depends on configuration
+        (or on two classes' attributes of one name); ``("", "")`` when it is a real cast (or a dtype is not
+        known). ``src`` and ``dst``: each dtype as a formula, as written, and the class it was written in."""
+        if not src[0] or not dst[0]:
+            return "", ""
+        a, b = _canonical(src[0]), _canonical(dst[0])
+        if a == b and (same or _literal_dtype(a)):
+            return "no-op", f"no-op: buffer declared {declared}"
+        if _literal_dtype(a) and _literal_dtype(b):
+            return "", ""
+        qualify = a == b  # one name in two classes: say whose
+        return "", f"no-op when {self._describe(*src, qualify)} == {self._describe(*dst, qualify)}"
+
+    def _equal_when_bound(self, src: str | None, dst: str | None) -> bool:
+        try:
+            a, b = (self.ev.value(t or "") for t in (src, dst))
+        except (Unknown, ArithmeticError, TypeError, RecursionError):
+            return False
+        return isinstance(a, str) and isinstance(b, str) and _canonical(a) == _canonical(b)
+
+    def _describe(self, formula: str | None, written: str, cls: str, qualify: bool = False) -> str:
+        """A dtype as the user knows it: the flag that binds it (``kv_cache_dtype``), else the formula
+        (a constructor parameter ``--set`` can bind), else as the cast wrote it (``q.dtype``), with ``self.``
+        as its class (``Pool.dtype``)."""
+        flag = next((f for f, names in self.rules.cost.flags if formula in names), None)
+        if flag:
+            return flag
+        text = formula if formula and formula != "activation_dtype" and "self." not in formula and not qualify \
+            else written or formula or "?"
+        text = text.replace("self.", f"{cls}.") if cls else text
+        return text if _atomic(text) else f"({text})"
+
+    def _tiny(self, shape: Sequence[str], value: float | None) -> tuple[CostVerdict, str]:
+        """``("tiny", why)`` for a buffer small by construction whose bound bytes (if any) stay under
+        ``cost.tiny.max_bytes``; ``("", why not)`` when the bound values make it large."""
+        spec = self.rules.cost
+        if spec.tiny_max_bytes is None:
+            return "", ""
+        why = small_by_construction(shape, spec)
+        if why is None:
+            return "", ""
+        if value is not None and value >= spec.tiny_max_bytes:
+            return "", f"{why}, but {value:.0f} bytes per step with the bound values (>= {spec.tiny_max_bytes:.0f})"
+        return "tiny", why
 
     def _bytes(self, dtype: str | None) -> int | None:
         if dtype is None:
@@ -716,6 +814,78 @@ class CostModel:
         for f in self.formulas:
             used |= names_in(f)
         return [n for n in self.ev.bound.explicit if n not in used]
+
+
+_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32",
+            "short": "int16"}
+
+
+def _canonical(dtype: str) -> str:
+    """``torch.float`` → ``torch.float32`` (torch's aliases); anything else as it is."""
+    name = dtype.removeprefix("torch.")
+    return f"torch.{_ALIASES[name]}" if dtype.startswith("torch.") and name in _ALIASES else dtype
+
+
+def _literal_dtype(text: str) -> bool:
+    return text.startswith("torch.") and text.removeprefix("torch.") in DTYPE_BYTES
+
+
+#: A dimension factor count that is never small (an expression the rule cannot read).
+_MANY = 99
+
+
+def _factors(node: ast.AST, small: Sequence[str]) -> tuple[int, float]:
+    """``(free factors, literal multiplier)`` of one dimension's expression: a name not matched by ``small``
+    is one free factor, a product adds its operands' factors and multiplies their literals, a sum (or
+    ``max``, or a conditional) takes the larger of its operands', a division keeps its dividend's."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return 0, abs(float(node.value))
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        text = ast.unparse(node)
+        return (0, 1.0) if any(glob_match(p, text) for p in small) else (1, 1.0)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _factors(node.operand, small)
+    if isinstance(node, ast.BinOp):
+        (fa, la), (fb, lb) = _factors(node.left, small), _factors(node.right, small)
+        if isinstance(node.op, ast.Mult):
+            return fa + fb, la * lb
+        if isinstance(node.op, (ast.Add, ast.Sub)):
+            return (0, la + lb) if fa == fb == 0 else (max(fa, fb), max(la, lb))
+        if isinstance(node.op, (ast.FloorDiv, ast.Div, ast.Mod)):
+            return fa, la
+    if isinstance(node, ast.IfExp):
+        (fa, la), (fb, lb) = _factors(node.body, small), _factors(node.orelse, small)
+        return max(fa, fb), max(la, lb)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and node.args:
+        got = [_factors(a, small) for a in node.args]
+        return min(got) if node.func.id == "min" else (max(f for f, _ in got), max(x for _, x in got))
+    return _MANY, math.inf
+
+
+def small_by_construction(shape: Sequence[str], spec: CostSpec) -> str | None:
+    """Why a buffer of ``shape`` (dimension formulas; a per-layer list's count among them) is small by
+    construction, or None when it is not.
+
+    The rule: across all dimensions, at most **one free factor** (a name that ``cost.tiny.small_dims`` does
+    not match: a token count, a hidden size, an unresolved attribute; a product of names counts each), and
+    the literal dimensions (and literal multipliers) multiply to at most ``cost.tiny.max_literal``. A 1-D
+    vector ``[hidden]``, a gate ``[num_experts, hidden]`` and a depthwise conv ``[c, 1, 4]`` are small; a pool
+    ``[size + page_size, 1, kv_lora_rank + rope]`` (two free factors), a weight ``[out, in]``, a flat pool
+    ``[size * heads * dim]`` or ``[size, 1, 576]`` (576 > max_literal) are not. An expression the rule cannot
+    read (a call, a power) is never small.
+    """
+    free, literal = 0, 1.0
+    for dim in shape:
+        try:
+            node = ast.parse(dim, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+        f, lit = _factors(node, spec.small_dims)
+        free, literal = free + f, literal * lit
+    if free > 1 or literal > spec.tiny_max_literal:
+        return None
+    what = "a constant shape" if free == 0 else "one free dimension"
+    return f"small by construction: [{', '.join(shape)}] has {what}"
 
 
 def _atomic(text: str) -> bool:
@@ -790,3 +960,15 @@ def check(cost: Cost, measured: Runtime, bound: Bindings) -> CostCheck:
     status: Literal["agrees", "mismatch", "unchecked"] = (
         "mismatch" if wrong else "agrees" if compared else "unchecked")
     return CostCheck(status, tuple(wrong), tuple(sorted(inferred.items())), static_bytes, measured.bytes_per_call)
+
+
+def judged(finding: Finding, cost: Cost | None) -> Finding:
+    """``finding`` with its cost, and the severity the cost's verdict gives it: a no-op cast is info, a
+    buffer small by construction makes an error a warning (the message says why); otherwise as it was."""
+    if cost is None:
+        return finding
+    if cost.verdict == "no-op" and finding.severity != "info":
+        return replace(finding, cost=cost, severity="info", message=f"{finding.message} ({cost.note})")
+    if cost.verdict == "tiny" and finding.severity == "error":
+        return replace(finding, cost=cost, severity="warning", message=f"{finding.message} ({cost.note})")
+    return replace(finding, cost=cost)

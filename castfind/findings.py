@@ -45,7 +45,9 @@ def _rank_key(f: Finding) -> tuple[Any, ...]:
     measured = f.runtime is not None
     total = f.runtime.bytes_total if f.runtime is not None else 0
     static = f.cost.value if f.cost is not None and f.cost.value is not None else None
-    return (sev, not measured, -total, static is None, -(static or 0.0), -f.score, f.path, f.line, f.column, f.rule)
+    # A cast known to move nothing (its bound dtypes are equal) goes after those whose cost is unknown.
+    order = 0 if static else (2 if static == 0.0 else 1)
+    return (sev, not measured, -total, order, -(static or 0.0), -f.score, f.path, f.line, f.column, f.rule)
 
 
 def rank(findings: Iterable[Finding]) -> list[Finding]:
@@ -54,7 +56,7 @@ def rank(findings: Iterable[Finding]) -> list[Finding]:
     Within a severity, findings with a runtime measurement come first, largest
     ``runtime.bytes_total`` first; then those whose static cost is known (``cost.value``, bytes per step
     from the allocation, :mod:`castfind.cost`), largest first; the rest follow, by static ``score`` (buffer
-    kind, loop depth, decode path) highest first. Ties break on path, line, column,
+    kind, loop depth, decode path) highest first, and last those known to move nothing (``cost.value`` 0). Ties break on path, line, column,
     then rule id, so the order is total and stable across runs.
     """
     return sorted(findings, key=_rank_key)

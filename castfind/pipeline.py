@@ -29,7 +29,7 @@ from castfind import findings as fnd
 from castfind import gitref, sourcetext
 from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
-from castfind.cost import Bindings, CostModel, bindings, parse_set
+from castfind.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set
 from castfind.cost import check as check_cost
 from castfind.discover import Package, package_roots
 from castfind.fsutil import OutputPathError, ensure_folder
@@ -502,7 +502,7 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
         got = ({cost_id(f): model.cost(f) for f in wanted}, model.unused_sets())
         _store_costs(scan_plan, got)
     table, unused = got
-    out = [replace(f, cost=table.get(cost_id(f))) if table.get(cost_id(f)) is not None else f for f in found]
+    out = [judged(f, table.get(cost_id(f))) for f in found]
     diags = [Diagnostic("--set", 0, f"{n}: no cost formula of this scan reads {n}; check the name against the "
                                    f"formulas the findings' cost lines show", "config") for n in unused]
     return out, diags
@@ -515,7 +515,8 @@ def _cost_key(scan_plan: ScanPlan) -> str | None:
     import hashlib
 
     bound = scan_plan.bindings
-    digest = hashlib.blake2b(repr((sorted(bound.values.items()), bound.explicit)).encode(), digest_size=16)
+    digest = hashlib.blake2b(repr((COST_VERSION, sorted(bound.values.items()), bound.explicit)).encode(),
+                             digest_size=16)
     return f"{scan_plan.memo_key}-cost-{digest.hexdigest()}"
 
 

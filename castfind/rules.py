@@ -257,6 +257,12 @@ class CostSpec:
     ``kv_cache_dtypes``: SGLang's ``--kv-cache-dtype`` spellings → torch dtypes; ``activation``: patterns of
     dtype expressions that stand for the model's activation dtype (``q.dtype``: bound to the name
     ``activation_dtype``).
+
+    ``tiny``: when a buffer is small by construction (:func:`castfind.cost.small_by_construction`):
+    ``max_literal``, the largest product of literal dimensions a small shape may have; ``small_dims``,
+    patterns of dimension names that are small by what they count (experts, kernel taps); ``max_bytes``,
+    the bytes per step at or above which bound values make a small-by-construction buffer large (it
+    stays an error). Unset: nothing is judged tiny.
     """
 
     config: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -264,6 +270,9 @@ class CostSpec:
     defaults: tuple[tuple[str, str], ...] = ()
     kv_cache_dtypes: tuple[tuple[str, str], ...] = ()
     activation: tuple[str, ...] = ()
+    tiny_max_bytes: float | None = None
+    tiny_max_literal: float = 1.0
+    small_dims: tuple[str, ...] = ()
 
 
 #: The flags a ``cost.flags`` entry may name.
@@ -355,7 +364,8 @@ class RuleSet:
 
 
 _TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "rules")
-_COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation")
+_COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation", "tiny")
+_TINY_KEYS = ("max_bytes", "max_literal", "small_dims")
 _KIND_KEYS = ("getters", "attributes", "exclude", "infer_getters", "replace", "weight")
 #: The fields an ``exclude`` pattern may apply to (YAML key → what it matches).
 _EXCLUDE_KEYS = ("name", "class")
@@ -745,7 +755,8 @@ def _parse_rank(f: _File, data: _Map, entry_rank: dict[str, float]) -> None:
 
 def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
     """``cost: {config: {FIELD: [NAME]}, flags: {FLAG: [NAME]}, defaults: {NAME: VALUE},
-    kv_cache_dtypes: {SPELLING: DTYPE}, activation: [PATTERN]}``; a later file's entries override."""
+    kv_cache_dtypes: {SPELLING: DTYPE}, activation: [PATTERN], tiny: {max_bytes: N, max_literal: N,
+    small_dims: [PATTERN]}}``; a later file's entries override."""
     cost = f.mapping(data, "cost", "cost", " {config: ..., flags: ..., defaults: ..., kv_cache_dtypes: ...}")
     if cost is None:
         return
@@ -774,11 +785,25 @@ def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
             else:
                 acc[section][key] = str(value)
     acc["activation"]["*"] = (*acc["activation"].get("*", ()), *f.strings(cost, "activation", "cost.activation"))
+    tiny = f.mapping(cost, "tiny", "cost.tiny", " {max_bytes: N, max_literal: N, small_dims: [PATTERN, ...]}")
+    if tiny is None:
+        return
+    f.keys(tiny, _TINY_KEYS, "cost.tiny")
+    for key in ("max_bytes", "max_literal"):
+        n = f.number(tiny, key, f"cost.tiny.{key}")
+        if n is not None and n < 0:
+            f.err(_key_line(tiny, key), f"cost.tiny.{key}", f"expected a number >= 0, got {n:g}")
+        elif n is not None:
+            acc["tiny"][key] = n
+    if "small_dims" in tiny:
+        acc["tiny"]["small_dims"] = f.strings(tiny, "small_dims", "cost.tiny.small_dims")
 
 
 def _cost_spec(acc: dict[str, dict[str, Any]]) -> CostSpec:
+    tiny = acc["tiny"]
     return CostSpec(tuple(acc["config"].items()), tuple(acc["flags"].items()), tuple(acc["defaults"].items()),
-                    tuple(acc["kv_cache_dtypes"].items()), tuple(dict.fromkeys(acc["activation"].get("*", ()))))
+                    tuple(acc["kv_cache_dtypes"].items()), tuple(dict.fromkeys(acc["activation"].get("*", ()))),
+                    tiny.get("max_bytes"), tiny.get("max_literal", 1.0), tuple(tiny.get("small_dims", ())))
 
 
 def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, BufferKind]) -> None:
@@ -933,7 +958,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_decorators": (),
                            "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
                            "casts": dict(cast_table.by_name()), "entry_point_rank": {},
-                           "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {}}}
+                           "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {},
+                                    "tiny": {}}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
         files = rule_files(wanted + list(dirs or []))

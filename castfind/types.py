@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeGuard
 
 Severity = Literal["error", "warning", "info"]
+#: What the cost model concluded about a finding beyond its bytes (:class:`Cost`).
+CostVerdict = Literal["", "no-op", "tiny"]
 #: What kind of input problem a :class:`Diagnostic` reports.
 DiagnosticKind = Literal[
     "error",
@@ -90,6 +92,11 @@ class Cost:
     every name is bound (``--model-config``, ``--kv-tokens``, ``--set``), else None, and then ``unbound``
     names the formula's names no configuration bound. ``holder``: the class and attribute the allocation
     was read from (``MLAPool.kv_buffer``).
+
+    ``verdict``: ``"no-op"`` when the cast's destination is the dtype the buffer was declared with (the
+    finding becomes info), ``"tiny"`` when the buffer is small by construction (an error becomes a
+    warning), ``""`` otherwise; ``note`` says why, or, when the dtypes depend on configuration, under which
+    ones the cast is a no-op.
     """
 
     shape: tuple[str, ...]
@@ -99,14 +106,19 @@ class Cost:
     per_step: str
     value: float | None = None
     holder: str = ""
+    declared: str = ""  # where the buffer is allocated: ``mem_cache/memory_pool.py:1412``
+    verdict: CostVerdict = ""
+    note: str = ""  # why the verdict, or under which dtypes the cast costs (``no-op when dtype == q.dtype``)
     unbound: tuple[str, ...] = ()
     #: Set when a trace measured the same cast (``--trace``): the two held against each other.
     check: CostCheck | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"shape": list(self.shape), "src_dtype": self.src_dtype, "dst_dtype": self.dst_dtype,
-             "bytes_per_call": self.bytes_per_call, "per_step": self.per_step, "value": self.value,
-             "holder": self.holder, "unbound": list(self.unbound)}
+        d: dict[str, Any] = {
+            "shape": list(self.shape), "src_dtype": self.src_dtype, "dst_dtype": self.dst_dtype,
+            "bytes_per_call": self.bytes_per_call, "per_step": self.per_step, "value": self.value,
+            "holder": self.holder, "declared": self.declared, "verdict": self.verdict, "note": self.note,
+            "unbound": list(self.unbound)}
         if self.check is not None:
             d["check"] = self.check.to_dict()
         return d

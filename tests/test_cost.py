@@ -11,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from castfind import api, cli, codec
-from castfind.cost import DTYPE_BYTES, MAX_TEXT, Bindings, CostModel, Evaluator, Unknown, bindings
+from castfind.cost import DTYPE_BYTES, MAX_TEXT, Bindings, CostModel, Evaluator, Unknown, bindings, judged, small_by_construction
 from castfind.cost import check as check_cost
 from castfind.extract import extract_source
 from castfind.findings import rank
-from castfind.rules import RuleError, load_rules
+from castfind.rules import RuleError, load_rules, validate
 from castfind.types import Cost, Finding, Runtime
 from tests.support import REPO
 
@@ -133,7 +133,7 @@ def test_small_per_batch_tensor_gets_no_finding_and_no_cost(tmp_path: Path) -> N
     lines = {(f["path"].rsplit("/", 1)[-1], f["line"]) for f in doc["findings"]}
     assert ("head_backend.py", 13) not in lines  # self.seq_lens[:bs].to(...): a batch slice, not the pool
     assert all(f["cost"] is None or f["cost"]["holder"].endswith(("kv_buffer", "v_buffer", "k_buffer"))
-               for f in doc["findings"])
+               for f in doc["findings"] if "/servekit/" in f["path"])
 
 
 @pytest.mark.parametrize("content, why", [("{not json", "not JSON"), ("[1, 2]", "expected a JSON object")])
@@ -164,7 +164,8 @@ def test_sarif_and_text_carry_the_cost(tmp_path: Path) -> None:
     assert "    cost: [size + page_size, 1, kv_lora_rank + qk_rope_head_dim]" in r.stdout
     out = tmp_path / "r.sarif"
     runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "--sarif", str(out)])
-    results = json.loads(out.read_text())["runs"][0]["results"]
+    results = [res for res in json.loads(out.read_text())["runs"][0]["results"]
+               if "servekit/" in res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]]
     costed = [res for res in results if "cost" in res["properties"]]
     assert len(costed) == 3 and len(results) == 4  # the parameter cast in pools.py has none
     assert all(set(res["properties"]["cost"]) >= {"shape", "per_step", "value"} for res in costed)
@@ -235,10 +236,10 @@ def test_bindings_priority_and_dtype_names() -> None:
 def test_api_scan_takes_bindings() -> None:
     run = api.scan(
         [str(FIX)], use_cache=False, sets=[("layer_num", "1"), ("kv_lora_rank", "1"), ("qk_rope_head_dim", "1"),
-                                           ("activation_dtype", "torch.bfloat16")],
+                                           ("activation_dtype", "torch.float32")],
         kv_tokens=1, kv_cache_dtype="bf16")
     latent = next(f for f in run.report.findings if f.path.endswith("latent_backend.py"))
-    assert latent.cost is not None and latent.cost.value == 1 * 2 * 1 * 2 * (2 + 2)
+    assert latent.cost is not None and latent.cost.value == 1 * 2 * 1 * 2 * (2 + 4)
 
 
 def test_costs_are_carried_per_bindings_and_tree(tmp_path: Path) -> None:
@@ -385,4 +386,113 @@ def test_a_quantized_method_and_a_module_weight_are_costed_from_their_allocation
     assert apply is not None and apply.holder == "Fp8ExpertMethod.w_up_weight"
     assert apply.value == 8 * 64 * 16 * (1 + 2)  # fp8 read, bf16 write
     assert conv is not None and conv.src_dtype == "default_dtype"  # made in torch's default dtype
-    assert conv.value == 4 * 1 * 3 * (2 + 2)
+    # ... which is the activation dtype unless something says otherwise: then `.to(x.dtype)` moves nothing,
+    assert conv.value == 0 and conv.verdict == "tiny"  # and a depthwise [c, 1, k] is small by construction
+    run = api.scan([str(MULTI)], use_cache=False, sets=[("channels", "4"), ("kernel", "3"),
+                                                        ("activation_dtype", "torch.bfloat16"),
+                                                        ("default_dtype", "torch.float32")])
+    conv = next(f.cost for f in run.report.findings if f.function == "ShortConv.forward")
+    assert conv is not None and conv.value == 4 * 1 * 3 * (4 + 2)
+
+
+# --------------------------------------------------------------------------- no-op and tiny casts (quietkit)
+
+QUIET = "quietkit/"
+
+
+def test_cast_to_the_declared_dtype_is_info_saying_why(tmp_path: Path) -> None:
+    doc = _scan(tmp=tmp_path)
+    router = _at(doc, "noop.py", 16)  # nn.Parameter(torch.empty(..., dtype=torch.float32)) then .float()
+    assert router["severity"] == "info" and router["cost"]["verdict"] == "no-op"
+    assert router["message"].endswith("(no-op: buffer declared torch.float32 at quietkit/noop.py:13)")
+    assert router["cost"]["declared"] == "quietkit/noop.py:13"
+    keys = _at(doc, "noop.py", 30)  # torch.zeros(..., dtype=torch.bfloat16) then .to(torch.bfloat16)
+    assert keys["severity"] == "info" and "declared torch.bfloat16" in keys["cost"]["note"]
+    values = _at(doc, "noop.py", 31)  # dtype=self.cache_dtype, then .to(self.cache_dtype) in the same class
+    assert values["severity"] == "info" and values["cost"]["note"].startswith("no-op: buffer declared self.cache_dtype")
+
+
+def test_one_name_in_two_classes_is_not_a_noop(tmp_path: Path) -> None:
+    """ForeignReader's `self.cache_dtype` is not its cache's: the same words, said whose, the error kept."""
+    f = _at(_scan(tmp=tmp_path), "noop.py", 45)
+    assert f["severity"] == "error" and f["cost"]["verdict"] == ""
+    assert f["cost"]["note"] == "no-op when PagedCache.cache_dtype == ForeignReader.cache_dtype"
+
+
+def test_dtype_from_configuration_says_when_it_is_a_noop_and_keeps_the_error(tmp_path: Path) -> None:
+    latent = _at(_scan(tmp=tmp_path), "latent_backend.py", 10)
+    assert latent["severity"] == "error" and latent["cost"]["note"] == "no-op when kv_cache_dtype == q.dtype"
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(DSV3))
+    # --kv-cache-dtype auto: the pool holds the activation dtype, so the bound dtypes are equal: 0 bytes.
+    doc = _scan("--model-config", str(cfg), "--kv-tokens", "100", "--kv-cache-dtype", "auto", tmp=tmp_path)
+    latent = _at(doc, "latent_backend.py", 10)
+    assert latent["severity"] == "error" and latent["cost"]["value"] == 0
+    assert "moves nothing" in latent["cost"]["note"]
+    errors = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert errors[-1] is latent  # nothing moved: after the errors whose cost is unknown
+
+
+def test_small_by_construction_is_a_warning_and_a_whole_buffer_stays_an_error(tmp_path: Path) -> None:
+    doc = _scan(tmp=tmp_path)
+    for line, shape in ((15, "[n_experts, hidden]"), (27, "[channels, 1, 4]"), (28, "[channels]")):
+        f = _at(doc, "tiny.py", line)
+        assert f["severity"] == "warning" and f["cost"]["verdict"] == "tiny", line
+        assert f"small by construction: {shape} has one free dimension" in f["message"]
+    head = _at(doc, "tiny.py", 41)  # [vocab, hidden]: two free dimensions
+    pool = _at(doc, "tiny.py", 42)  # [slots, 1, 576]: 576 > cost.tiny.max_literal
+    assert head["severity"] == pool["severity"] == "error"
+    assert head["cost"]["verdict"] == pool["cost"]["verdict"] == ""
+
+
+def test_bound_values_that_make_a_small_buffer_large_keep_the_error(tmp_path: Path) -> None:
+    small = ("--set", "n_experts=8", "--set", "hidden=4096", "--set", "params_dtype=torch.bfloat16")
+    gate = _at(_scan(*small, tmp=tmp_path), "tiny.py", 15)
+    assert gate["severity"] == "warning" and gate["cost"]["value"] == 8 * 4096 * (2 + 4)
+    large = ("--set", "n_experts=4096", "--set", "hidden=8192", "--set", "params_dtype=torch.bfloat16")
+    gate = _at(_scan(*large, tmp=tmp_path), "tiny.py", 15)
+    assert gate["severity"] == "error" and gate["cost"]["verdict"] == ""
+    assert "but 201326592 bytes per step with the bound values (>= 67108864)" in gate["cost"]["note"]
+
+
+@pytest.mark.parametrize("shape, small", [
+    (["hidden"], True), (["n_experts", "hidden"], True), (["config.num_local_experts", "config.hidden_size"], True),
+    (["c", "1", "4"], True), (["c", "1", "kernel_size"], True), (["8", "hidden_size"], True), (["16", "16"], False),
+    (["size + page_size", "1", "kv_lora_rank + qk_rope_head_dim"], False), (["size", "1", "576"], False),
+    (["size * head_num * head_dim"], False), (["vocab", "hidden"], False), (["layer_num", "size"], False),
+    (["n_experts", "2 * inter", "hidden"], False), (["get_size()"], False), (["max(a, b) // 2"], True),
+])
+def test_small_by_construction_rule(shape: list[str], small: bool) -> None:
+    assert (small_by_construction(shape, load_rules().cost) is not None) is small
+
+
+def test_judged_sets_severity_from_the_verdict() -> None:
+    f = Finding("CF101", "n", "error", "r", "a.py", 1, 1, 1, "f", "e", "m")
+    noop = Cost((), None, None, "", "", None, "", "a.py:3", "no-op", "no-op: buffer declared torch.float32 at a.py:3")
+    tiny = Cost((), None, None, "", "", None, "", "a.py:3", "tiny", "small by construction: [c] has one free dimension")
+    cond = Cost((), None, None, "", "", None, "", "a.py:3", "", "no-op when kv_cache_dtype == q.dtype")
+    assert (judged(f, noop).severity, judged(f, noop).message) == ("info", f"m ({noop.note})")
+    assert (judged(f, tiny).severity, judged(f, tiny).message) == ("warning", f"m ({tiny.note})")
+    assert (judged(f, cond).severity, judged(f, cond).message, judged(f, cond).cost) == ("error", "m", cond)
+    assert judged(f, None) is f
+    info = Finding("CF103", "n", "info", "r", "a.py", 1, 1, 1, "f", "e", "m")
+    assert judged(info, tiny).severity == "info" and judged(info, tiny).message == "m"
+
+
+def test_cost_tiny_section_is_validated(tmp_path: Path) -> None:
+    (tmp_path / "r.yaml").write_text("cost:\n  tiny:\n    max_bytes: -1\n    smalldims: [x]\n")
+    _, errors = validate([tmp_path])
+    text = "\n".join(str(e) for e in errors)
+    assert "cost.tiny.max_bytes" in text and "cost.tiny.smalldims" in text
+    (tmp_path / "r.yaml").write_text("cost:\n  tiny: {max_bytes: 10, max_literal: 2, small_dims: [\"*heads*\"]}\n")
+    spec = load_rules([tmp_path]).cost
+    assert (spec.tiny_max_bytes, spec.tiny_max_literal, spec.small_dims) == (10.0, 2.0, ("*heads*",))
+
+
+def test_verdicts_are_carried_with_the_costs(tmp_path: Path) -> None:
+    """A warm scan of an unchanged tree reads the costs back and judges them again: the same severities."""
+    first = _scan(tmp=tmp_path)
+    again = _scan(tmp=tmp_path)
+    assert [(f["path"], f["line"], f["severity"], f["message"], f["cost"]) for f in again["findings"]] == [
+        (f["path"], f["line"], f["severity"], f["message"], f["cost"]) for f in first["findings"]]
+    assert any(f["severity"] == "info" for f in again["findings"] if QUIET in f["path"])

@@ -70,7 +70,8 @@ def format_cost(c: Cost) -> str:
         names = ", ".join(c.unbound) if c.unbound else "?"
         known = f" (unbound: {names}; bind with --model-config, --kv-tokens or --set NAME=VALUE)"
     text = f"[{', '.join(c.shape)}] {c.src_dtype or '?'}→{c.dst_dtype or '?'}, per step: {c.per_step}{known}"
-    return text + (f" ({c.holder})" if c.holder else "")
+    text += f" ({c.holder}{f', declared at {c.declared}' if c.declared else ''})" if c.holder else ""
+    return text + (f"; {c.note}" if c.note else "")
 
 
 def format_check(k: CostCheck) -> str:
