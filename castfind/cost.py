@@ -38,7 +38,7 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
      (:func:`small_by_construction`: at most one free dimension factor, literal dimensions multiplying to at
      most ``cost.tiny.max_literal``; the declared shape, with a per-layer list's count as a factor), unless
      the bound names make it move ``cost.tiny.max_bytes`` or more per step. The thresholds and the
-     dimension names that are small by what they count (``*experts*``, ``*kernel*``) are data in the
+     dimension names that are small by what they count (``*kernel*`` taps) are data in the
      rules' ``cost.tiny``, not code.
 
    A finding whose allocation is not found has no cost and keeps its severity: nothing is downgraded
@@ -869,8 +869,9 @@ def small_by_construction(shape: Sequence[str], spec: CostSpec) -> str | None:
     The rule: across all dimensions, at most **one free factor** (a name that ``cost.tiny.small_dims`` does
     not match: a token count, a hidden size, an unresolved attribute; a product of names counts each), and
     the literal dimensions (and literal multipliers) multiply to at most ``cost.tiny.max_literal``. A 1-D
-    vector ``[hidden]``, a gate ``[num_experts, hidden]`` and a depthwise conv ``[c, 1, 4]`` are small; a pool
-    ``[size + page_size, 1, kv_lora_rank + rope]`` (two free factors), a weight ``[out, in]``, a flat pool
+    vector ``[hidden]`` and a depthwise conv ``[c, 1, 4]`` are small; a pool
+    ``[size + page_size, 1, kv_lora_rank + rope]`` (two free factors), a weight ``[out, in]``, a router
+    ``[num_experts, hidden]`` (an expert count is a model size: 256 × 7168 in DeepSeek-V3), a flat pool
     ``[size * heads * dim]`` or ``[size, 1, 576]`` (576 > max_literal) are not. An expression the rule cannot
     read (a call, a power) is never small.
     """

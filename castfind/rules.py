@@ -260,7 +260,7 @@ class CostSpec:
 
     ``tiny``: when a buffer is small by construction (:func:`castfind.cost.small_by_construction`):
     ``max_literal``, the largest product of literal dimensions a small shape may have; ``small_dims``,
-    patterns of dimension names that are small by what they count (experts, kernel taps); ``max_bytes``,
+    patterns of dimension names that are small by what they count (kernel taps); ``max_bytes``,
     the bytes per step at or above which bound values make a small-by-construction buffer large (it
     stays an error). Unset: nothing is judged tiny.
     """

@@ -435,10 +435,12 @@ def test_dtype_from_configuration_says_when_it_is_a_noop_and_keeps_the_error(tmp
 
 def test_small_by_construction_is_a_warning_and_a_whole_buffer_stays_an_error(tmp_path: Path) -> None:
     doc = _scan(tmp=tmp_path)
-    for line, shape in ((15, "[n_experts, hidden]"), (27, "[channels, 1, 4]"), (28, "[channels]")):
+    for line, shape in ((27, "[channels, 1, 4]"), (28, "[channels]")):
         f = _at(doc, "tiny.py", line)
         assert f["severity"] == "warning" and f["cost"]["verdict"] == "tiny", line
         assert f"small by construction: {shape} has one free dimension" in f["message"]
+    router = _at(doc, "tiny.py", 15)  # [n_experts, hidden]: an expert count is a model size
+    assert router["severity"] == "error" and router["cost"]["verdict"] == ""
     head = _at(doc, "tiny.py", 41)  # [vocab, hidden]: two free dimensions
     pool = _at(doc, "tiny.py", 42)  # [slots, 1, 576]: 576 > cost.tiny.max_literal
     assert head["severity"] == pool["severity"] == "error"
@@ -446,17 +448,17 @@ def test_small_by_construction_is_a_warning_and_a_whole_buffer_stays_an_error(tm
 
 
 def test_bound_values_that_make_a_small_buffer_large_keep_the_error(tmp_path: Path) -> None:
-    small = ("--set", "n_experts=8", "--set", "hidden=4096", "--set", "params_dtype=torch.bfloat16")
-    gate = _at(_scan(*small, tmp=tmp_path), "tiny.py", 15)
-    assert gate["severity"] == "warning" and gate["cost"]["value"] == 8 * 4096 * (2 + 4)
-    large = ("--set", "n_experts=4096", "--set", "hidden=8192", "--set", "params_dtype=torch.bfloat16")
-    gate = _at(_scan(*large, tmp=tmp_path), "tiny.py", 15)
-    assert gate["severity"] == "error" and gate["cost"]["verdict"] == ""
-    assert "but 201326592 bytes per step with the bound values (>= 67108864)" in gate["cost"]["note"]
+    small = ("--set", "channels=8", "--set", "params_dtype=torch.bfloat16")
+    conv = _at(_scan(*small, tmp=tmp_path), "tiny.py", 27)
+    assert conv["severity"] == "warning" and conv["cost"]["value"] == 8 * 1 * 4 * (2 + 4)
+    large = ("--set", "channels=4194304", "--set", "params_dtype=torch.bfloat16")
+    conv = _at(_scan(*large, tmp=tmp_path), "tiny.py", 27)
+    assert conv["severity"] == "error" and conv["cost"]["verdict"] == ""
+    assert "but 100663296 bytes per step with the bound values (>= 67108864)" in conv["cost"]["note"]
 
 
 @pytest.mark.parametrize("shape, small", [
-    (["hidden"], True), (["n_experts", "hidden"], True), (["config.num_local_experts", "config.hidden_size"], True),
+    (["hidden"], True), (["n_experts", "hidden"], False), (["config.num_local_experts", "config.hidden_size"], False),
     (["c", "1", "4"], True), (["c", "1", "kernel_size"], True), (["8", "hidden_size"], True), (["16", "16"], False),
     (["size + page_size", "1", "kv_lora_rank + qk_rope_head_dim"], False), (["size", "1", "576"], False),
     (["size * head_num * head_dim"], False), (["vocab", "hidden"], False), (["layer_num", "size"], False),
