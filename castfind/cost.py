@@ -53,6 +53,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
@@ -382,6 +383,11 @@ class CostModel:
     def _class_ref(self, facts: FileFacts, qualname: str) -> ClassRef | None:
         return next(((facts, d) for d in facts.definitions if d.qualname == qualname and d.kind == "class"), None)
 
+    def _own_class(self, facts: FileFacts, scope: str) -> ClassRef | None:
+        """The class whose method ``scope`` is in (None at module level or in a plain function)."""
+        cls = enclosing_class(facts, scope)
+        return self._class_ref(facts, cls) if cls else None
+
     def _walk(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> _Held | _GetterCall | None:
         """Back from ``expr`` to ``self.X`` (a :class:`_Held`) or to a getter call (:class:`_GetterCall`)."""
         indexed, view = False, None
@@ -413,12 +419,10 @@ class CostModel:
                 inner = expr.value
                 if (expr.attr == "weight" and isinstance(inner, Attr) and isinstance(inner.value, Name)
                         and inner.value.id == "self"):  # `self.proj.weight` of a torch module castfind cannot read
-                    cls = enclosing_class(facts, scope)
-                    ref = self._class_ref(facts, cls) if cls else None
+                    ref = self._own_class(facts, scope)
                     return _Held((ref,), inner.attr, indexed, view, module_weight=True) if ref else None
                 if isinstance(expr.value, Name) and self._is_param(facts, scope, expr.value.id):
-                    cls = enclosing_class(facts, scope)
-                    ref = self._class_ref(facts, cls) if cls else None
+                    ref = self._own_class(facts, scope)
                     return _Held((ref,), expr.attr, indexed, view, on_param=True) if ref else None
                 return None
             if isinstance(expr, Name):
@@ -437,8 +441,7 @@ class CostModel:
 
     def _holders(self, facts: FileFacts, scope: str, expr: Attr) -> tuple[ClassRef, ...]:
         if isinstance(expr.value, Name) and expr.value.id == "self":
-            cls = enclosing_class(facts, scope)
-            ref = self._class_ref(facts, cls) if cls else None
+            ref = self._own_class(facts, scope)
             return (ref,) if ref else ()
         out: list[ClassRef] = []
         for name in holder_classes(facts, scope, expr):
@@ -562,7 +565,8 @@ class CostModel:
         """What a bare name in ``ref``'s formulas stands for when nothing binds it: a literal default of a
         parameter of the constructor (``use_dsa=False``; the class's own ``__init__`` first, then its bases'),
         else a module-level numeric constant (``HEAD_DIM = 128``, assigned once, unconditionally) of the
-        modules that define ``ref`` and its bases, the class's own module first."""
+        modules that define ``ref`` and its bases, the class's own module first. A name the configuration
+        binds is left out: what is bound wins."""
         key = (ref[0].module, ref[1].qualname)
         got = self._consts.get(key)
         if got is None:
@@ -574,18 +578,19 @@ class CostModel:
                     got.setdefault(name, text)
             for facts in {id(f): f for f, _ in mro}.values():  # by identity: facts are large
                 top = [a for a in facts.assigns if a.scope == "" and a.index is None]
-                once = {n for n in (a.target for a in top) if [a.target for a in top].count(n) == 1}
+                times = Counter(a.target for a in top)
                 for a in top:
-                    if (a.target in once and not a.conditional and isinstance(a.value, Const)
+                    if (times[a.target] == 1 and not a.conditional and isinstance(a.value, Const)
                             and re.fullmatch(r"\d+", a.value.text)):
                         got.setdefault(a.target, a.value.text)
+            got = {n: v for n, v in got.items() if n not in self.ev.bound.values}
             self._consts[key] = got
         return got
 
     def substitute(self, ref: ClassRef, text: str, depth: int = 0) -> str:
         """``text`` with each ``self.a`` replaced by what ``a`` is set to, and each module constant by its
         value (unknown ones stay as they are)."""
-        consts = {n: v for n, v in self.constants(ref).items() if n not in self.ev.bound.values}
+        consts = self.constants(ref)
         if depth > MAX_DEPTH or ("self." not in text and " if " not in text
                                  and not (consts and names_in(text) & consts.keys())):
             return text
@@ -640,8 +645,7 @@ class CostModel:
             end = _Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
         if not isinstance(end, _Held) or not end.holders:
             return None
-        cls = enclosing_class(facts, cast.scope)
-        own = self._class_ref(facts, cls) if cls else None
+        own = self._own_class(facts, cast.scope)
         bounds = self._loop_bounds(own, cast.loops)
         walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
         return self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
