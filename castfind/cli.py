@@ -181,19 +181,16 @@ def where(
                         max_file_size=_size(max_file_size), progress=_progress("parsing"))
     except (DiscoveryError, WhereError, OutputPathError, ConfigError) as e:
         _fail(str(e))
-    _print_packages(res.packages)
-    if json_out:
-        typer.echo(json.dumps(res.to_dict(), indent=2))
-    else:
-        from castfind.report.where_text import render_where
+    from castfind.report.where_text import where_output
 
-        typer.echo(render_where(res), nl=False)
-    for d in res.diagnostics:
-        typer.echo(f"castfind: {d}", err=True)
-    if not res.definitions and not res.unresolved:
-        if json_out and res.suggestions:
-            typer.echo(f"castfind: {symbol!r} not found; did you mean: {', '.join(res.suggestions)}?", err=True)
-        raise typer.Exit(1)
+    head, out, tail, code = where_output(res, json_out)
+    for line in head:
+        typer.echo(line, err=True)
+    typer.echo(out, nl=False)
+    for line in tail:
+        typer.echo(line, err=True)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

@@ -582,12 +582,15 @@ def _files_with_ignores(scan_plan: ScanPlan) -> set[str]:
     PERF: carried with the digest of the tree it was computed on, so a warm scan of an unchanged tree
     reads only those files, not every file of the roots.
     """
-    index = scan_plan.index
-    if scan_plan.only is not None:
-        return {sf.abspath for sf in index.files if sf.abspath in scan_plan.only and _has_ignore_text(index.data(sf))}
-    key = None if index.cache is None or scan_plan.memo_key is None else scan_plan.memo_key + "-ignores"
-    if key is None:
-        return {sf.abspath for sf in index.files if _has_ignore_text(index.data(sf))}
+    index, only = scan_plan.index, scan_plan.only
+
+    def read() -> set[str]:
+        return {sf.abspath for sf in index.files
+                if (only is None or sf.abspath in only) and _has_ignore_text(index.data(sf))}
+
+    if only is not None or index.cache is None or scan_plan.memo_key is None:
+        return read()
+    key = scan_plan.memo_key + "-ignores"
     from castfind import memo as carried
 
     ids = carried.file_ids(index.files)
@@ -596,7 +599,7 @@ def _files_with_ignores(scan_plan: ScanPlan) -> set[str]:
     if isinstance(stored, list):
         by_id = {v: k for k, v in ids.items()}
         return {by_id[i] for i in stored if i in by_id}
-    found = {sf.abspath for sf in index.files if _has_ignore_text(index.data(sf))}
+    found = read()
     carried.store_for_tree(index, key, {"files": sorted(ids[p] for p in found)})
     return found
 

@@ -14,7 +14,6 @@ answers as it always does.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -86,7 +85,7 @@ def carried_where(args: list[str]) -> int | None:
     """Print a carried ``where`` answer as :func:`castfind.cli.where` would and return its exit code;
     None, having printed nothing, when this run is not one it can answer."""
     got = _answer(args)
-    return None if got is None else _print(got[0], got[1].symbol, got[1].json_out)
+    return None if got is None else print_where(got[0], got[1].json_out)
 
 
 def _answer(args: list[str]) -> tuple[WhereResult, _WhereArgs] | None:
@@ -125,26 +124,17 @@ def _answer(args: list[str]) -> tuple[WhereResult, _WhereArgs] | None:
     return res, parsed
 
 
-def _print(res: WhereResult, symbol: str, json_out: bool) -> int:
-    """What :func:`castfind.cli.where` prints for ``res``, and its exit code."""
-    from castfind.discover import describe_packages
+def print_where(res: WhereResult, json_out: bool) -> int:
+    """Print :func:`castfind.report.where_text.where_output` and return its exit code."""
+    from castfind.report.where_text import where_output
 
-    line = describe_packages(res.packages)
-    if line is not None:
-        print(f"castfind: {line}", file=sys.stderr)
-    if json_out:
-        print(json.dumps(res.to_dict(), indent=2))
-    else:
-        from castfind.report.where_text import render_where
-
-        sys.stdout.write(render_where(res))
-    for d in res.diagnostics:
-        print(f"castfind: {d}", file=sys.stderr)
-    if not res.definitions and not res.unresolved:
-        if json_out and res.suggestions:
-            print(f"castfind: {symbol!r} not found; did you mean: {', '.join(res.suggestions)}?", file=sys.stderr)
-        return 1
-    return 0
+    head, out, tail, code = where_output(res, json_out)
+    for line in head:
+        print(line, file=sys.stderr)
+    sys.stdout.write(out)
+    for line in tail:
+        print(line, file=sys.stderr)
+    return code
 
 
 def main() -> None:
@@ -159,7 +149,7 @@ def main() -> None:
         full()
         return
     try:
-        code = _print(got[0], got[1].symbol, got[1].json_out)  # once: a failure here is not retried
+        code = print_where(got[0], got[1].json_out)  # once: a failure here is not retried
         sys.stdout.flush()
     except BrokenPipeError:  # a closed pipe: quietly, exit 1, as click does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's own recipe)

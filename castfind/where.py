@@ -368,9 +368,7 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     found under the roots come back in ``packages``. With a cache, the answer is carried: the same
     query on the same tree (every file's content key, and the installed packages it looked for
     found where they were) is read back instead of resolved again (``stats["outcome"]``)."""
-    # Python identifiers are Unicode (PEP 3131): `где_ядро`, `café` and `Ωmega.f` are names.
-    if not all(part.isidentifier() for part in symbol.split(".")):
-        raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
+    _check_symbol(symbol)
     key = _carry_key(index, symbol, at, report_exclude) if index.cache is not None else None
     if key is not None:
         got = _carried(index, key)
@@ -386,11 +384,17 @@ def carried_answer(index: Index, symbol: str, report_exclude: tuple[str, ...] = 
                    at: tuple[str, int] | None = None) -> WhereResult | None:
     """What :func:`where` answers when its answer is carried (None: it would resolve, or there is no
     cache). Raises :class:`WhereError` for a malformed query."""
-    if not all(part.isidentifier() for part in symbol.split(".")):
-        raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
+    _check_symbol(symbol)
     if index.cache is None:
         return None
     return _carried(index, _carry_key(index, symbol, at, report_exclude))
+
+
+def _check_symbol(symbol: str) -> None:
+    """Raise :class:`WhereError` unless ``symbol`` is a name, a dotted path or ``Class.method``."""
+    # Python identifiers are Unicode (PEP 3131): `где_ядро`, `café` and `Ωmega.f` are names.
+    if not all(part.isidentifier() for part in symbol.split(".")):
+        raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
 
 
 def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,

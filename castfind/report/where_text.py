@@ -1,8 +1,28 @@
-"""Text output of ``castfind where``."""
+"""Text output of ``castfind where`` (and what the command writes, :func:`where_output`)."""
 
 from __future__ import annotations
 
+import json
+
 from castfind.where import WhereResult
+
+
+def where_output(res: WhereResult, json_out: bool) -> tuple[list[str], str, list[str], int]:
+    """Everything ``castfind where`` writes for ``res``, in order: stderr's lines before the answer (the
+    packages indexed), stdout's text, stderr's lines after it (the diagnostics, a suggestion with
+    ``--json``) and the exit code (1: nothing found). Pure: :mod:`castfind.cli` and :mod:`castfind.quick`
+    print it."""
+    from castfind.discover import describe_packages
+
+    line = describe_packages(res.packages)
+    head = [f"castfind: {line}"] if line is not None else []
+    out = json.dumps(res.to_dict(), indent=2) + "\n" if json_out else render_where(res)
+    tail = [f"castfind: {d}" for d in res.diagnostics]
+    if res.definitions or res.unresolved:
+        return head, out, tail, 0
+    if json_out and res.suggestions:
+        tail.append(f"castfind: {res.symbol!r} not found; did you mean: {', '.join(res.suggestions)}?")
+    return head, out, tail, 1
 
 
 def render_where(res: WhereResult) -> str:
