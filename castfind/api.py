@@ -8,18 +8,21 @@ from typing import Any
 from castfind import pipeline
 from castfind.config import load_config
 from castfind.pipeline import ScanRun, open_index
-from castfind.where import WhereResult
+from castfind.where import DEFAULT_PARSE_BUDGET, WhereResult
 from castfind.where import where as _where
 
 __all__ = ["ScanRun", "open_index", "scan", "where"]
 
 
 def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
-          report_exclude: tuple[str, ...] | None = None, **index_options) -> WhereResult:
+          report_exclude: tuple[str, ...] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET,
+          **index_options) -> WhereResult:
     """Resolve ``symbol`` across ``roots``: definitions, the chain of hops to each, call sites.
 
     Call sites in files that ``report_exclude`` matches (default: the first root's
-    ``[tool.castfind] report-exclude``) are marked as test call sites. Raises ConfigError.
+    ``[tool.castfind] report-exclude``) are marked as test call sites. ``budget``: bytes of uncached
+    source the lookup may parse for aliases and call sites (None: no limit; the files left are
+    named in an ``unresolved`` entry). Raises ConfigError.
     """
     if report_exclude is None:
         first = Path(roots[0]) if roots else Path(".")
@@ -27,7 +30,7 @@ def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
     index_options.setdefault("follow_installed", True)
     index = open_index(roots, **index_options)
     try:
-        return _where(index, symbol, at, report_exclude)
+        return _where(index, symbol, at, report_exclude, budget)
     finally:
         index.save()
 

@@ -132,6 +132,18 @@ MaxSizeOpt = typer.Option("2M", "--max-file-size", metavar="SIZE",
                           help="Skip (with a diagnostic) .py files larger than this: bytes, or with K or M, e.g. 500K.")
 
 
+def _budget(text: str) -> int | None:
+    """``--parse-budget``: a size as for ``--max-file-size``, or 0 for no limit."""
+    from castfind.discover import parse_size
+
+    if text.strip() == "0":
+        return None
+    size = parse_size(text)
+    if size is None:
+        _fail(f"--parse-budget {text}: expected a size such as 1M or 500K, or 0 for no limit")
+    return size
+
+
 def _size(text: str) -> int:
     """``--max-file-size``: ``2M``, ``500K`` or plain bytes."""
     from castfind.discover import parse_size
@@ -155,6 +167,9 @@ def where(
     jobs: int = JobsOpt,
     exclude: list[str] | None = ExcludeOpt,
     max_file_size: str = MaxSizeOpt,
+    parse_budget: str = typer.Option("512K", "--parse-budget", metavar="SIZE",
+                                     help="Parse at most this much uncached source to find aliases and call sites "
+                                          "(0: no limit); files left unsearched are listed under unresolved."),
 ) -> None:
     """Where is SYMBOL really defined? Follows aliases, re-exports, star imports and returned callables.
 
@@ -178,7 +193,8 @@ def where(
     try:
         res = api.where(symbol, list(root or []), at_loc, exclude=tuple(exclude or ()), cache_dir=cache_dir,
                         use_cache=not no_cache, jobs=n_jobs, follow_installed=follow_installed,
-                        max_file_size=_size(max_file_size), progress=_progress("parsing"))
+                        max_file_size=_size(max_file_size), progress=_progress("parsing"),
+                        budget=_budget(parse_budget))
     except (DiscoveryError, WhereError, OutputPathError, ConfigError) as e:
         _fail(str(e))
     from castfind.report.where_text import where_output

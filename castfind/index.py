@@ -257,21 +257,28 @@ class Index:
     def load_files(self, files: Iterable[SourceFile]) -> list[FileFacts]:
         """Facts for many files at once: cache first, then extract misses (in parallel)."""
         files = list(dict.fromkeys(files))
+        misses = self.load_known(files)
+        if misses:
+            self._extract(misses)
+        self.save_stats()
+        return [self._facts[sf.abspath] for sf in files]
+
+    def load_known(self, files: Iterable[SourceFile]) -> list[SourceFile]:
+        """Load the facts of ``files`` that are in memory or in the cache; return the others (those
+        that would have to be parsed), parsing nothing."""
+        files = list(dict.fromkeys(files))
         self.report(sf.abspath for sf in files)
         todo = [sf for sf in files if sf.abspath not in self._facts]
+        misses: list[SourceFile] = []
         if todo:
             cached = self.cache.get_many(self.key(sf) for sf in todo) if self.cache else {}
-            misses: list[SourceFile] = []
             for sf in todo:
                 hit = cached.get(self.key(sf))
                 if hit is not None:
                     self._store(sf, replace(hit, module=sf.module, path=sf.path, is_package=sf.is_package))
                 else:
                     misses.append(sf)
-            if misses:
-                self._extract(misses)
-        self.save_stats()
-        return [self._facts[sf.abspath] for sf in files]
+        return misses
 
     def _store(self, sf: SourceFile, facts: FileFacts) -> None:
         self._facts[sf.abspath] = facts

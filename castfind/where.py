@@ -9,11 +9,12 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from castfind import memo as carried
-from castfind.discover import Package, package_roots
+from castfind.discover import Package, SourceFile, package_roots
 from castfind.facts import Attr, Call, Const, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
 from castfind.modules import Modules
@@ -24,6 +25,45 @@ from castfind.types import Diagnostic
 from castfind.words import Words
 
 _DEF_NAME = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+#: Bytes of source not parsed before that one lookup may parse to find aliases, call sites and (for a
+#: bare name) bindings that do not look like one. PERF: libcst extracts ~130 KB of source a second per
+#: core, so a name that common code mentions everywhere (``grad`` in torch: 246 files, 16 MB) would take
+#: minutes; past the budget the files left are named in one ``unresolved`` entry instead. Files whose
+#: facts are cached cost nothing. None: no budget (``--parse-budget 0``).
+DEFAULT_PARSE_BUDGET = 512 * 1024  # --parse-budget 512K
+
+
+def _alternation(names: list[str]) -> bytes:
+    return b"|".join(re.escape(n.encode()) for n in sorted(names, key=lambda n: (-len(n), n)))
+
+
+def _call_text(names: list[str]) -> re.Pattern[bytes]:
+    """A call of one of ``names`` as written (``name(`` or ``x.name (``): a file without it has no call
+    site of them, whatever else it says."""
+    return re.compile(rb"(?<![A-Za-z0-9_])(?:%s)\s*\(" % _alternation(names))
+
+
+def _binding_text(name: str) -> re.Pattern[bytes]:
+    """Text that looks like a binding of ``name``: ``def``/``class``, an assignment or annotation, an
+    import line, ``as name``, a line of a parenthesised import list, a tuple target, a string key."""
+    n = re.escape(name.encode())
+    b = rb"(?<![A-Za-z0-9_])" + n + rb"(?![A-Za-z0-9_])"
+    return re.compile(rb"(?m)^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+" + n + rb"(?![A-Za-z0-9_])"
+                      + rb"|" + b + rb"[ \t]*(?::[^\n=]*)?=(?!=)"
+                      + rb"|\bimport\b[^\n]*" + b + rb"|\bas[ \t]+" + b
+                      + rb"|^[ \t]*" + b + rb"[ \t]*,?[ \t]*(?:#[^\n]*)?$"
+                      + rb"|" + b + rb"[ \t]*,[^\n]*=(?!=)|[\"']" + n + rb"[\"']")
+
+
+def _alias_text(names: list[str]) -> re.Pattern[bytes]:
+    """Text an alias of one of ``names`` needs: an import line or a line of a parenthesised import
+    list, the name (or a tuple of names ending in it) right after ``=`` or ``return``, or the name as a
+    string (a lazy table, a ``getattr`` by name). A file without any has no alias of them castfind would follow."""
+    alt = _alternation(names)
+    return re.compile(rb"(?m)\bimport\b[^\n]*\b(?:%s)\b|^[ \t]*(?:%s)\b[ \t]*(?:as[ \t]+\w+[ \t]*)?,?[ \t]*(?:#[^\n]*)?$"
+                      rb"|(?:(?<![=!<>])=(?!=)|\breturn\b)[ \t(\[]*(?:[\w.]+[ \t]*,[ \t]*)*[\w.]*\b(?:%s)\b"
+                      rb"|[\"'](?:%s)[\"']" % (alt, alt, alt, alt))
 
 
 class WhereError(Exception):
@@ -102,8 +142,13 @@ def _kind_rank(d: WhereDefinition) -> tuple[int, int]:
 
 
 class _Query:
-    def __init__(self, index: Index, symbol: str, report_exclude: tuple[str, ...] = ()) -> None:
+    def __init__(self, index: Index, symbol: str, report_exclude: tuple[str, ...] = (),
+                 budget: int | None = DEFAULT_PARSE_BUDGET) -> None:
         self.index = index
+        self.budget = budget
+        self.spent = 0  # bytes parsed under the budget
+        #: What each budgeted search left unparsed: its description → files.
+        self.unsearched: dict[str, dict[str, SourceFile]] = {}
         self.report_exclude = report_exclude
         self.r = Resolver(index)
         self.receivers = Receivers(self.r)
@@ -201,8 +246,48 @@ class _Query:
 
     def bare(self) -> None:
         files = self.words.containing([self.name])
-        for facts in self.index.load_files(files):
-            self._bindings(facts)
+        binds = _binding_text(self.name)
+        facts = self._load(files, f"files that mention {self.name} without an evident binding of it",
+                           must=lambda sf: binds.search(self.index.data(sf)) is not None)
+        for f in facts:
+            self._bindings(f)
+
+    # -- parsing under the budget ------------------------------------------------------------------
+    def _load(self, files: list[SourceFile], what: str, must: Callable[[SourceFile], bool] | None = None,
+              cap: int | None = None) -> list[FileFacts]:
+        """The facts of ``files``: those cached, those ``must`` selects, and the others, smallest first,
+        while the budget lasts (and the bytes spent stay within ``cap``); the rest go to :attr:`unsearched`."""
+        if self.budget is None:
+            return self.index.load_files(files)
+        misses = self.index.load_known(files)
+        left: set[str] = set()
+        if misses:
+            data = self.index.data
+            forced = [sf for sf in misses if must is not None and must(sf)]
+            rest = sorted((sf for sf in misses if not (must is not None and must(sf))),
+                          key=lambda sf: (len(data(sf)), sf.path))
+            take = list(forced)
+            limit = self.budget if cap is None else min(cap, self.budget)
+            for sf in rest:
+                size = len(data(sf))
+                if self.spent + size <= limit:
+                    self.spent += size
+                    take.append(sf)
+                else:
+                    left.add(sf.abspath)
+                    self.unsearched.setdefault(what, {})[sf.abspath] = sf
+            self.index.load_files(take)
+        return self.index.load_files([sf for sf in files if sf.abspath not in left])
+
+    def budget_unresolved(self) -> list[Unresolved]:
+        """One entry per budgeted search that left files unparsed."""
+        out = []
+        for what, left in self.unsearched.items():
+            files = sorted(left.values(), key=lambda sf: (sf.root, sf.path))
+            out.append(Unresolved(files[0].root, files[0].path, 0, (
+                f"not searched (parse budget): {len(files)} {what}, this one first; a lookup parses at most "
+                f"{self.budget:,} bytes of uncached source, --parse-budget 0 searches them all")))
+        return out
 
     def _bindings(self, facts: FileFacts) -> None:
         name, r, module = self.name, self.r, facts.module
@@ -284,7 +369,11 @@ class _Query:
             if not todo:
                 return names
             done.update(todo)
-            for facts in self.index.load_files(self.words.containing(todo)):
+            text = _alias_text(todo)
+            files = [sf for sf in self.words.containing(todo) if text.search(self.index.data(sf))]
+            # Half the budget at most: the call sites need the rest.
+            cap = None if self.budget is None else self.budget // 2
+            for facts in self._load(files, f"files that may alias {self.name}", cap=cap):
                 for ret in facts.returns:
                     # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not,
                     # but `return helper(...)` of a helper that hands it out does.
@@ -313,7 +402,9 @@ class _Query:
         methods_only = bool(defs) and all(d.kind == "method" for d in defs)
         classes = self._classes_of(keys)
         out: dict[tuple[str, int], Location] = {}
-        for facts in self.index.load_files(self.words.containing(sorted(names))):
+        calls = _call_text(sorted(names))
+        files = [sf for sf in self.words.containing(sorted(names)) if calls.search(self.index.data(sf))]
+        for facts in self._load(files, f"files that call a name like {self.name}"):
             sf = self.r.modules.file(facts.module)
             if sf is None:
                 continue
@@ -361,33 +452,35 @@ def _names_string(call: Call, names: set[str]) -> bool:
 
 
 def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
-          report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE) -> WhereResult:
+          report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE,
+          budget: int | None = DEFAULT_PARSE_BUDGET) -> WhereResult:
     """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query.
 
     Call sites in files ``report_exclude`` matches are marked ``test``; the top-level packages
     found under the roots come back in ``packages``. With a cache, the answer is carried: the same
     query on the same tree (every file's content key, and the installed packages it looked for
-    found where they were) is read back instead of resolved again (``stats["outcome"]``)."""
+    found where they were) is read back instead of resolved again (``stats["outcome"]``).
+    ``budget``: :data:`DEFAULT_PARSE_BUDGET` (None: no limit)."""
     _check_symbol(symbol)
-    key = _carry_key(index, symbol, at, report_exclude) if index.cache is not None else None
+    key = _carry_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
     if key is not None:
         got = _carried(index, key)
         if got is not None:
             return got
-    result, installed = _resolve_where(index, symbol, at, report_exclude)
+    result, installed = _resolve_where(index, symbol, at, report_exclude, budget)
     if key is not None:
         _carry(index, key, result, installed)
     return result
 
 
 def carried_answer(index: Index, symbol: str, report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE,
-                   at: tuple[str, int] | None = None) -> WhereResult | None:
+                   at: tuple[str, int] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET) -> WhereResult | None:
     """What :func:`where` answers when its answer is carried (None: it would resolve, or there is no
     cache). Raises :class:`WhereError` for a malformed query."""
     _check_symbol(symbol)
     if index.cache is None:
         return None
-    return _carried(index, _carry_key(index, symbol, at, report_exclude))
+    return _carried(index, _carry_key(index, symbol, at, report_exclude, budget))
 
 
 def _check_symbol(symbol: str) -> None:
@@ -398,10 +491,10 @@ def _check_symbol(symbol: str) -> None:
 
 
 def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
-                   report_exclude: tuple[str, ...]) -> tuple[WhereResult, dict[str, bool]]:
+                   report_exclude: tuple[str, ...], budget: int | None) -> tuple[WhereResult, dict[str, bool]]:
     """The answer, and the installed packages looked for (top-level name → found)."""
     packages = package_roots(index.files, report_exclude)
-    q = _Query(index, symbol, report_exclude)
+    q = _Query(index, symbol, report_exclude, budget)
     if at is not None:
         q.at(*at)
     elif "." in symbol:
@@ -413,9 +506,10 @@ def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
     sites = q.call_sites(defs, keys) if defs else []
     if q.dynamic_receiver is not None and not defs:
         defs = q.candidates()  # candidates only: their call sites would be every call of the name
+    unresolved += q.budget_unresolved()
     sugg = q.suggestions() if not defs and not unresolved else []
     stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded, "steps": q.r.steps,
-             "outcome": "computed"}
+             "outcome": "computed", "unsearched": sum(len(v) for v in q.unsearched.values())}
     return (WhereResult(symbol, tuple(defs), tuple(sites), tuple(unresolved), tuple(sugg),
                         tuple(index.diagnostics), stats, packages), q.r.modules.installed_looked_for())
 
@@ -425,11 +519,12 @@ def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
 # its answer is stored under the query's key with a digest of the tree it was computed on. PERF: a
 # warm `where` then costs discovering and stat-ing the files, not decoding the facts it read.
 
-def _carry_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exclude: tuple[str, ...]) -> str:
+def _carry_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exclude: tuple[str, ...],
+               budget: int | None) -> str:
     roots = sorted((r, os.path.abspath(r)) for r in {sf.root for sf in index.files})
     at_key = None if at is None else (os.path.abspath(at[0]), at[0], at[1])
     return "where-" + carried.config_key(symbol, at_key, tuple(report_exclude), roots, index.follow_installed,
-                                         os.getcwd() if at is not None else "")
+                                         os.getcwd() if at is not None else "", budget)
 
 
 def _carried(index: Index, key: str) -> WhereResult | None:

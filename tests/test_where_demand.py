@@ -122,3 +122,60 @@ def test_a_carried_where_is_recomputed_when_an_installed_package_it_looked_for_a
     after = _cached_where(tmp_path / "src", cache, "launch", follow_installed=True)
     assert after.stats["outcome"] == "computed"
     assert [(d.qualname, d.line) for d in after.definitions] == [("castfind_probe_ext.ops.launch", 1)]
+
+
+def _budget_tree(tmp_path, callers: int, pad: int) -> None:
+    """`pkg.kern.kernel`, imported and called by ``callers`` files of about ``pad`` bytes each, plus
+    files that only mention the name in prose (no call, no import, no alias)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kern.py").write_text("def kernel(x):\n    return x\n")
+    filler = "# " + "x" * 70 + "\n"
+    for i in range(callers):
+        (pkg / f"use{i:02d}.py").write_text(
+            "from pkg.kern import kernel\n\n" + filler * (pad // 73) + f"def run{i}(x):\n    return kernel(x)\n")
+    for i in range(5):
+        (pkg / f"doc{i}.py").write_text('"""See kernel for the math."""\nVALUE = 1  # kernel is not called here\n')
+
+
+def test_where_parses_no_file_that_only_mentions_the_name_in_prose(tmp_path):
+    _budget_tree(tmp_path, callers=2, pad=0)
+    index = Index(discover([str(tmp_path)]), jobs=1)
+    res = where(index, "pkg.kern.kernel")
+    assert [c.path for c in res.call_sites] == ["pkg/use00.py", "pkg/use01.py"]
+    assert res.unresolved == ()
+    # kern, the two callers and the package: never the five files that say "kernel" in prose.
+    assert index.parsed <= 4, index.parsed
+
+
+def test_where_parse_budget_names_the_files_it_left_unsearched(tmp_path):
+    _budget_tree(tmp_path, callers=6, pad=2000)
+    full = where(Index(discover([str(tmp_path)]), jobs=1), "pkg.kern.kernel", budget=None)
+    assert len(full.call_sites) == 6 and full.unresolved == ()
+    index = Index(discover([str(tmp_path)]), jobs=1)
+    res = where(index, "pkg.kern.kernel", budget=5000)
+    # The definition does not depend on the budget; the call sites found are a subset of the full list,
+    # and every file left out is counted in an `unresolved` entry that says how to search them all.
+    assert [d.qualname for d in res.definitions] == ["pkg.kern.kernel"]
+    assert set(res.call_sites) < set(full.call_sites)
+    assert res.unresolved, res
+    assert all(u.line == 0 and "--parse-budget 0" in u.reason for u in res.unresolved)
+    assert res.stats["unsearched"] >= 6 - len(res.call_sites)
+    assert index.parsed < 8  # kern, the package and at most two padded files
+
+
+def test_where_parse_budget_spares_files_already_cached(tmp_path):
+    from castfind.cache import Cache
+
+    _budget_tree(tmp_path, callers=6, pad=2000)
+    cache = Cache(tmp_path / "cache")
+    try:
+        index = Index(discover([str(tmp_path / "pkg")]), cache=cache, jobs=1)
+        index.load_files(index.files)  # e.g. a scan parsed them all before
+        index.save()
+        again = Index(discover([str(tmp_path / "pkg")]), cache=cache, jobs=1)
+        res = where(again, "pkg.kern.kernel", budget=5000)
+    finally:
+        cache.close()
+    assert len(res.call_sites) == 6 and res.unresolved == () and again.parsed == 0

@@ -43,7 +43,7 @@ def render_where(res: WhereResult) -> str:
     if res.unresolved:
         out.append("unresolved:")
         for u in res.unresolved:
-            out.append(f"  {u.path}:{u.line}  {u.reason}")
+            out.append(f"  {u.path}:{u.line}  {u.reason}" if u.line else f"  {u.path}  {u.reason}")
     out.append(f"call sites ({len(res.call_sites)}):")
     for c in res.call_sites:
         out.append(f"  {c.path}:{c.line}" + ("  (test)" if c.test else ""))
