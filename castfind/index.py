@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from castfind import sourcetext
 from castfind.cache import Cache, Stat, content_digest, key_of_digest
@@ -58,6 +58,8 @@ class Index:
         self.follow_installed = follow_installed
         self.progress = progress
         self.by_abspath = {sf.abspath: sf for sf in files}
+        #: :mod:`castfind.words`' inverted index of identifiers, built once and shared (None until then).
+        self.postings: Any = None
         #: Told of every read of a file's facts (the memo's tracker); None when nothing records.
         self.observer: ReadObserver | None = None
         self._facts: dict[str, FileFacts] = {}

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from castfind.index import Index
     from castfind.textquery import Predicate, QueryKey
 
-MEMO_VERSION = 2
+MEMO_VERSION = 3
 
 StepKey = tuple[Hashable, ...]
 T = TypeVar("T")
@@ -55,6 +55,13 @@ class Tracker:
     def __init__(self) -> None:
         self._open: list[set[str]] = []
         self._values: dict[Hashable, tuple[Any, frozenset[str]]] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}
+
+    def intern(self, deps: Iterable[str]) -> frozenset[str]:
+        """One shared frozenset per distinct set of dependencies. PERF: on both wheels ~28,000 steps
+        hold only ~4,000 distinct sets (of ~450 files each): shared, they cost 0.3 M entries, not 10 M."""
+        fs = frozenset(deps)
+        return self._sets.setdefault(fs, fs)
 
     @classmethod
     def of(cls, index: Index) -> Tracker:
@@ -91,7 +98,7 @@ class Tracker:
         self._values[key] = (pending, frozenset())
         with self.recording() as deps:
             value = compute()
-        self._values[key] = (value, frozenset(deps))
+        self._values[key] = (value, self.intern(deps))
         return value
 
 
@@ -131,11 +138,16 @@ class Memo:
         self._rel = file_ids(index.files)
         absolute = {v: k for k, v in self._rel.items()}
         prev = previous if isinstance(previous, dict) and previous.get("version") == MEMO_VERSION else None
+        prev_steps: dict[StepKey, tuple[Any, frozenset[str]]] = {}
         if prev is not None:
             prev = _rename(prev, absolute)
+            try:
+                prev_steps = _unpack_steps(prev, self.tracker)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError):  # damaged: compute everything
+                prev = None
         self.prev_keys: dict[str, str] = prev["keys"] if prev else {}
         self.prev_queries: dict[QueryKey, frozenset[str]] = prev["queries"] if prev else {}
-        self.prev_steps: dict[StepKey, tuple[Any, frozenset[str]]] = prev["steps"] if prev else {}
+        self.prev_steps = prev_steps
         self.prev_diagnostics: dict[str, list] = prev["diagnostics"] if prev else {}
         prev_modules: dict[str, str] = prev["modules"] if prev else {}
         removed = set(self.prev_keys) - set(self.keys)
@@ -193,7 +205,7 @@ class Memo:
             if got is None:
                 with self.tracker.recording() as deps:
                     value = compute()
-                got = (value, frozenset(deps))
+                got = (value, self.tracker.intern(deps))
                 self.dirty = True
             else:
                 self.replayed += 1
@@ -244,8 +256,10 @@ class Memo:
         used = self.used_files()
         diagnostics = {p: ds for p, ds in self.prev_diagnostics.items() if p in used and p not in self.changed}
         diagnostics.update((p, ds) for p, ds in self.index.file_diagnostics.items() if p in used)
+        steps, depsets, depnames = _pack_steps(self.steps)
         return _rename({"version": MEMO_VERSION, "keys": self.keys, "modules": self.modules, "queries": self.queries,
-                        "steps": self.steps, "diagnostics": diagnostics}, self._rel)
+                        "steps": steps, "depsets": depsets, "depnames": depnames, "diagnostics": diagnostics},
+                       self._rel)
 
     def used_files(self) -> set[str]:
         """Every file a step held now depends on."""
@@ -259,6 +273,31 @@ class Memo:
         used = self.used_files()
         return [d for p in sorted(used & self.prev_diagnostics.keys()) if p not in self.changed
                 for d in self.prev_diagnostics[p]]
+
+
+def _pack_steps(steps: dict[StepKey, tuple[Any, frozenset[str]]]
+                ) -> tuple[dict[StepKey, tuple[Any, int]], list[tuple[int, ...]], list[str]]:
+    """Steps with each dependency set replaced by its number in a table of distinct sets, whose
+    members are numbers in a table of names. PERF: stored whole, the sets made the memo of both
+    wheels 760 MB of JSON (and its encoding peak at 3.9 GB); as tables, a few MB."""
+    names: dict[str, int] = {}
+    sets: dict[frozenset[str], int] = {}
+    table: list[tuple[int, ...]] = []
+    out: dict[StepKey, tuple[Any, int]] = {}
+    for key, (value, deps) in steps.items():
+        n = sets.get(deps)
+        if n is None:
+            n = sets[deps] = len(table)
+            table.append(tuple(sorted(names.setdefault(d, len(names)) for d in deps)))
+        out[key] = (value, n)
+    return out, table, list(names)
+
+
+def _unpack_steps(prev: dict[str, Any], tracker: Tracker) -> dict[StepKey, tuple[Any, frozenset[str]]]:
+    """:func:`_pack_steps` undone (on a snapshot whose names are already absolute again)."""
+    names, table = prev["depnames"], prev["depsets"]
+    sets = [tracker.intern(names[i] for i in t) for t in table]
+    return {key: (value, sets[n]) for key, (value, n) in prev["steps"].items()}
 
 
 _QUERY_KEYS: dict[str, QueryKey] = {}

@@ -150,3 +150,30 @@ def test_tree_digest_is_computed_once_per_set_of_files_and_follows_added_files(t
     index.add_files([SourceFile(str(extra.parent), "extra.py", str(extra), "extra", False)])
     assert memo.tree_digest(index) != first
     assert memo.tree_digest(open_index([str(tree)], use_cache=False, jobs=1)) == first
+
+
+def test_dependency_sets_are_stored_once_and_read_back_equal():
+    from castfind.memo import Tracker, _pack_steps, _unpack_steps
+
+    a = frozenset({"/r/a.py", "/r/b.py", "q:('x',)"})
+    b = frozenset({"/r/b.py"})
+    steps = {("s", 1): ("v1", a), ("s", 2): ("v2", frozenset(a)), ("s", 3): (["v3"], b)}
+    packed, table, names = _pack_steps(steps)
+    assert len(table) == 2 and sorted(names) == sorted(a)  # two distinct sets, three names
+    assert packed[("s", 1)][1] == packed[("s", 2)][1] != packed[("s", 3)][1]
+    back = _unpack_steps({"steps": packed, "depsets": table, "depnames": names}, Tracker())
+    assert back == steps
+    assert back[("s", 1)][1] is back[("s", 2)][1]  # one shared set in memory too
+
+
+def test_a_memo_with_a_damaged_dependency_table_means_computing_everything(tmp_path):
+    from castfind.discover import discover
+    from castfind.index import Index
+    from castfind.memo import MEMO_VERSION, Memo
+
+    (tmp_path / "m.py").write_text("x = 1\n")
+    index = Index(discover([str(tmp_path)]), jobs=1)
+    doc = {"version": MEMO_VERSION, "keys": {}, "modules": {}, "queries": {}, "diagnostics": {},
+           "steps": {("s",): ("v", 7)}, "depsets": [(0,)], "depnames": ["x"]}
+    memo = Memo(index, doc)  # set 7 does not exist
+    assert memo.prev_steps == {} and memo.step(("s",), lambda: "fresh") == "fresh"
