@@ -40,21 +40,24 @@ class _WhereArgs:
     jobs: int
     max_file_size: int
     json_out: bool
+    follow_installed: bool = True
 
 
 def _parse(args: list[str]) -> _WhereArgs | None:
-    """``where SYMBOL [options]`` with only ``--json`` and the options of :data:`_VALUED` (as
-    ``--opt VALUE``, ``--opt=VALUE`` or ``-r VALUE``); None for anything else."""
+    """``where SYMBOL [options]`` with only ``--json``, ``--[no-]follow-installed`` and the options of
+    :data:`_VALUED` (as ``--opt VALUE``, ``--opt=VALUE`` or ``-r VALUE``); None for anything else."""
     if not args or args[0] != "where":
         return None
     symbol: str | None = None
     got: dict[str, list[str]] = {"roots": [], "exclude": [], "cache_dir": [], "jobs": [], "max_file_size": []}
-    json_out = False
+    json_out, follow = False, True
     i = 1
     while i < len(args):
         a = args[i]
         if a == "--json":
             json_out = True
+        elif a in ("--follow-installed", "--no-follow-installed"):
+            follow = a == "--follow-installed"
         elif a.startswith("-"):
             name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
             field = _VALUED.get(name)
@@ -78,7 +81,7 @@ def _parse(args: list[str]) -> _WhereArgs | None:
     if symbol is None or not (jobs.isascii() and jobs.isdigit()) or size is None:
         return None
     return _WhereArgs(symbol, tuple(got["roots"]), tuple(got["exclude"]),
-                      got["cache_dir"][-1] if got["cache_dir"] else None, int(jobs), size, json_out)
+                      got["cache_dir"][-1] if got["cache_dir"] else None, int(jobs), size, json_out, follow)
 
 
 def carried_where(args: list[str]) -> int | None:
@@ -112,7 +115,8 @@ def _answer(args: list[str]) -> tuple[WhereResult, _WhereArgs] | None:
         if cache.notices:
             return None
         index = Index.from_roots(roots or ["."], exclude=parsed.exclude, max_file_size=parsed.max_file_size,
-                                 cache=cache, jobs=parsed.jobs or (os.cpu_count() or 1), follow_installed=True)
+                                 cache=cache, jobs=parsed.jobs or (os.cpu_count() or 1),
+                                 follow_installed=parsed.follow_installed)
         res = carried_answer(index, parsed.symbol, report_exclude)
         if res is None or cache.notices:
             return None

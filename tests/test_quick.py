@@ -24,6 +24,8 @@ CASES = [
     ("no_such_name_here", WHERE, ["--json"]),
     ("forward", SCAN, ["-j", "1", "--max-file-size", "500K"]),
     ("get_key_buffer", SCAN, ["--json", "--jobs=1"]),
+    ("topk_softmax", WHERE, ["--no-follow-installed", "--json"]),
+    ("MoeConfig", WHERE, ["--no-follow-installed", "--follow-installed"]),
 ]
 
 
@@ -52,7 +54,7 @@ def test_the_carried_answer_prints_what_the_full_path_prints(tmp_path: Path, sym
 
 @pytest.mark.parametrize("extra", [
     ["--no-cache"], ["--at", "x.py:1"], ["--help"], ["--no-follow-installed"], ["-j", "-1"], ["--jobs", "x"],
-    ["--max-file-size", "0"], ["--unknown"], ["-rX"], ["second_symbol"], ["--root"],
+    ["--max-file-size", "0"], ["--unknown"], ["-rX"], ["second_symbol"], ["--root"], ["--parse-budget", "0"],
 ])
 def test_what_it_cannot_read_with_certainty_goes_to_the_full_path(tmp_path: Path, extra: list[str]) -> None:
     args = ["where", "topk_softmax", "--root", WHERE[0], "--cache-dir", str(tmp_path)]
