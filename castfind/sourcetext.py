@@ -39,3 +39,8 @@ def lenient_lines(data: bytes) -> list[str]:
     except (UnicodeDecodeError, SyntaxError, LookupError):
         text = data.decode("utf-8", "replace")
     return lines(text)
+
+
+#: What may sit between a callee's name and its ``(`` in source text: whitespace, line continuations,
+#: comments (the text pre-filters of :mod:`castfind.textquery` and :mod:`castfind.where`).
+CALL_GAP = rb"(?:\s|\\\r?\n|#[^\n]*\n)*"

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from castfind.discover import SourceFile
 from castfind.rules import RuleSet
+from castfind.sourcetext import CALL_GAP
 from castfind.words import Words
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def calls_predicate(name: str, module: str) -> Predicate:
     to ``module.name`` in ``module`` itself, through a star import, or when the file binds ``name``
     some other way (an import, an alias): the file must then mention ``name`` outside its calls.
     """
-    call = re.compile(rb"\b" + re.escape(name.encode()) + rb"(?:\s|\\\r?\n|#[^\n]*\n)*\(")
+    call = re.compile(rb"\b" + re.escape(name.encode()) + CALL_GAP + rb"\(")
     word = _word(name)
     enc = name.encode()
 

@@ -21,6 +21,7 @@ from castfind.modules import Modules
 from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Hop, Resolved, Resolver, Target
 from castfind.scope import DEFAULT_REPORT_EXCLUDE, in_scope
+from castfind.sourcetext import CALL_GAP
 from castfind.types import Diagnostic
 from castfind.words import Words
 
@@ -39,9 +40,10 @@ def _alternation(names: list[str]) -> bytes:
 
 
 def _call_text(names: list[str]) -> re.Pattern[bytes]:
-    """A call of one of ``names`` as written (``name(`` or ``x.name (``): a file without it has no call
-    site of them, whatever else it says."""
-    return re.compile(rb"(?<![A-Za-z0-9_])(?:%s)\s*\(" % _alternation(names))
+    """A call of one of ``names`` as written (``name(``, ``x.name (``, a comment or a line continuation
+    before the ``(``: :data:`castfind.sourcetext.CALL_GAP`): a file without it has no call site of them,
+    whatever else it says."""
+    return re.compile(rb"(?<![A-Za-z0-9_])(?:%s)%s\(" % (_alternation(names), CALL_GAP))
 
 
 def _binding_text(name: str) -> re.Pattern[bytes]:
@@ -263,10 +265,9 @@ class _Query:
         left: set[str] = set()
         if misses:
             data = self.index.data
-            forced = [sf for sf in misses if must is not None and must(sf)]
-            rest = sorted((sf for sf in misses if not (must is not None and must(sf))),
-                          key=lambda sf: (len(data(sf)), sf.path))
-            take = list(forced)
+            take = [sf for sf in misses if must is not None and must(sf)]
+            forced = {sf.abspath for sf in take}
+            rest = sorted((sf for sf in misses if sf.abspath not in forced), key=lambda sf: (len(data(sf)), sf.path))
             limit = self.budget if cap is None else min(cap, self.budget)
             for sf in rest:
                 size = len(data(sf))

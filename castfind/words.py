@@ -6,7 +6,7 @@ file's identifier set read from the cache, keyed by the file's content, when it 
 look-ups become unions of posting lists. One index is shared by every :class:`Words` over the same
 :class:`~castfind.index.Index` (the resolver, the scan's text queries and the cost model each make
 one). Memory: an identifier is stored once with the positions of the files that hold it (about
-40 MB for both wheels, where a frozenset of identifiers per file and per :class:`Words` took ~320 MB
+90 MB for both wheels, where a frozenset of identifiers per file and per :class:`Words` took ~320 MB
 each).
 """
 

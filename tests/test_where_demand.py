@@ -179,3 +179,11 @@ def test_where_parse_budget_spares_files_already_cached(tmp_path):
     finally:
         cache.close()
     assert len(res.call_sites) == 6 and res.unresolved == () and again.parsed == 0
+
+
+def test_a_call_with_a_comment_before_its_parenthesis_is_still_searched(tmp_path):
+    _budget_tree(tmp_path, callers=0, pad=0)
+    (tmp_path / "pkg" / "odd.py").write_text(
+        "from pkg.kern import kernel\n\ndef run(x):\n    return (kernel  # the fused one\n            (x))\n")
+    res = where(Index(discover([str(tmp_path)]), jobs=1), "pkg.kern.kernel")
+    assert [(c.path, c.line) for c in res.call_sites] == [("pkg/odd.py", 4)]
