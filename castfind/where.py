@@ -21,7 +21,7 @@ from castfind.modules import Modules
 from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Hop, Resolved, Resolver, Target
 from castfind.scope import DEFAULT_REPORT_EXCLUDE, in_scope
-from castfind.sourcetext import CALL_GAP
+from castfind.sourcetext import CALL_GAP, TextTest
 from castfind.types import Diagnostic
 from castfind.words import Words
 
@@ -39,33 +39,63 @@ def _alternation(names: list[str]) -> bytes:
     return b"|".join(re.escape(n.encode()) for n in sorted(names, key=lambda n: (-len(n), n)))
 
 
-def _call_text(names: list[str]) -> re.Pattern[bytes]:
-    """A call of one of ``names`` as written (``name(``, ``x.name (``, a comment or a line continuation
-    before the ``(``: :data:`castfind.sourcetext.CALL_GAP`): a file without it has no call site of them,
-    whatever else it says."""
-    return re.compile(rb"(?<![A-Za-z0-9_])(?:%s)%s\(" % (_alternation(names), CALL_GAP))
+def _call_text(names: list[str]) -> TextTest:
+    """Does the text hold a call of one of ``names`` as written (``name(``, ``x.name (``, a comment or a
+    line continuation before the ``(``: :data:`castfind.sourcetext.CALL_GAP`)? A file without one has no
+    call site of them, whatever else it says."""
+    pattern = re.compile(rb"(?<![A-Za-z0-9_])(?:%s)%s\(" % (_alternation(names), CALL_GAP))
+    return TextTest(pattern, tuple(n.encode() for n in names), lines=False)
 
 
-def _binding_text(name: str) -> re.Pattern[bytes]:
+def _binding_text(name: str) -> TextTest:
     """Text that looks like a binding of ``name``: ``def``/``class``, an assignment or annotation, an
     import line, ``as name``, a line of a parenthesised import list, a tuple target, a string key."""
     n = re.escape(name.encode())
     b = rb"(?<![A-Za-z0-9_])" + n + rb"(?![A-Za-z0-9_])"
-    return re.compile(rb"(?m)^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+" + n + rb"(?![A-Za-z0-9_])"
-                      + rb"|" + b + rb"[ \t]*(?::[^\n=]*)?=(?!=)"
-                      + rb"|\bimport\b[^\n]*" + b + rb"|\bas[ \t]+" + b
-                      + rb"|^[ \t]*" + b + rb"[ \t]*,?[ \t]*(?:#[^\n]*)?$"
-                      + rb"|" + b + rb"[ \t]*,[^\n]*=(?!=)|[\"']" + n + rb"[\"']")
+    pattern = re.compile(rb"(?m)^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+" + n + rb"(?![A-Za-z0-9_])"
+                         + rb"|" + b + rb"[ \t]*(?::[^\n=]*)?=(?!=)"
+                         + rb"|\bimport\b[^\n]*" + b + rb"|\bas[ \t]+" + b
+                         + rb"|^[ \t]*" + b + rb"[ \t]*,?[ \t]*(?:#[^\n]*)?$"
+                         + rb"|" + b + rb"[ \t]*,[^\n]*=(?!=)|[\"']" + n + rb"[\"']")
+    return TextTest(pattern, (name.encode(),), lines=True)
 
 
-def _alias_text(names: list[str]) -> re.Pattern[bytes]:
+def _alias_text(names: list[str]) -> TextTest:
     """Text an alias of one of ``names`` needs: an import line or a line of a parenthesised import
     list, the name (or a tuple of names ending in it) right after ``=`` or ``return``, or the name as a
     string (a lazy table, a ``getattr`` by name). A file without any has no alias of them castfind would follow."""
     alt = _alternation(names)
-    return re.compile(rb"(?m)\bimport\b[^\n]*\b(?:%s)\b|^[ \t]*(?:%s)\b[ \t]*(?:as[ \t]+\w+[ \t]*)?,?[ \t]*(?:#[^\n]*)?$"
-                      rb"|(?:(?<![=!<>])=(?!=)|\breturn\b)[ \t(\[]*(?:[\w.]+[ \t]*,[ \t]*)*[\w.]*\b(?:%s)\b"
-                      rb"|[\"'](?:%s)[\"']" % (alt, alt, alt, alt))
+    pattern = re.compile(rb"(?m)\bimport\b[^\n]*\b(?:%s)\b|^[ \t]*(?:%s)\b[ \t]*(?:as[ \t]+\w+[ \t]*)?,?[ \t]*(?:#[^\n]*)?$"
+                         rb"|(?:(?<![=!<>])=(?!=)|\breturn\b)[ \t(\[]*(?:[\w.]+[ \t]*,[ \t]*)*[\w.]*\b(?:%s)\b"
+                         rb"|[\"'](?:%s)[\"']" % (alt, alt, alt, alt))
+    # Every branch matches on one line that holds one of the names.
+    return TextTest(pattern, tuple(n.encode() for n in names), lines=True)
+
+
+_FROM_IMPORT = re.compile(rb"from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n]*)")
+
+
+def _imports_from(sf: SourceFile, data: bytes, homes: frozenset[str], names: re.Pattern[bytes]) -> bool:
+    """Does the file hold ``from M import ... name`` (a parenthesised list too) with ``M`` one of
+    ``homes`` (relative imports resolved against the file's package)? A file that imports the name
+    from where it is defined or re-exported is the likeliest to call it: the budget takes it first."""
+    for m in _FROM_IMPORT.finditer(data):
+        line_start = data.rfind(b"\n", 0, m.start()) + 1
+        if data[line_start:m.start()].strip(b" \t"):
+            continue  # `from` inside a line (a word of a comment or string)
+        if names.search(m.group(2)) is None:
+            continue
+        mod = m.group(1).decode("ascii", "replace")
+        dots = len(mod) - len(mod.lstrip("."))
+        if dots:
+            parts = sf.module.split(".") if sf.is_package else sf.module.split(".")[:-1]
+            if dots - 1 > len(parts):
+                continue
+            base = parts[:len(parts) - (dots - 1)]
+            mod = ".".join([*base, *([mod[dots:]] if mod[dots:] else [])])
+        if mod in homes:
+            return True
+    return False
 
 
 class WhereError(Exception):
@@ -159,6 +189,9 @@ class _Query:
         self.name = symbol.rsplit(".", 1)[-1]
         self.results: list[Resolved] = []
         self.dynamic_receiver: str | None = None  # `--at` on `recv.m` with `recv` of unknown type
+        #: Modules that define or re-export the definitions found (:meth:`collect`): a file importing
+        #: the name from one of them is searched first under the budget.
+        self.homes: frozenset[str] = frozenset()
 
     # -- entry points -------------------------------------------------------------------------
     def at(self, path: str, line: int) -> None:
@@ -250,15 +283,17 @@ class _Query:
         files = self.words.containing([self.name])
         binds = _binding_text(self.name)
         facts = self._load(files, f"files that mention {self.name} without an evident binding of it",
-                           must=lambda sf: binds.search(self.index.data(sf)) is not None)
+                           must=lambda sf: binds(self.index.data(sf)))
         for f in facts:
             self._bindings(f)
 
     # -- parsing under the budget ------------------------------------------------------------------
     def _load(self, files: list[SourceFile], what: str, must: Callable[[SourceFile], bool] | None = None,
-              cap: int | None = None) -> list[FileFacts]:
-        """The facts of ``files``: those cached, those ``must`` selects, and the others, smallest first,
-        while the budget lasts (and the bytes spent stay within ``cap``); the rest go to :attr:`unsearched`."""
+              cap: int | None = None, first: Callable[[SourceFile], bool] | None = None) -> list[FileFacts]:
+        """The facts of ``files``: those cached, those ``must`` selects, and the others while the budget
+        lasts (and the bytes spent stay within ``cap``): those ``first`` selects (a direct import of the
+        definition), then the rest, each group smallest first; the files left go to :attr:`unsearched`.
+        ``first`` files may spend the whole budget, past ``cap``: they are the likeliest hits."""
         if self.budget is None:
             return self.index.load_files(files)
         misses = self.index.load_known(files)
@@ -267,10 +302,12 @@ class _Query:
             data = self.index.data
             take = [sf for sf in misses if must is not None and must(sf)]
             forced = {sf.abspath for sf in take}
-            rest = sorted((sf for sf in misses if sf.abspath not in forced), key=lambda sf: (len(data(sf)), sf.path))
-            limit = self.budget if cap is None else min(cap, self.budget)
+            ahead = {sf.abspath for sf in misses if first is not None and sf.abspath not in forced and first(sf)}
+            rest = sorted((sf for sf in misses if sf.abspath not in forced),
+                          key=lambda sf: (sf.abspath not in ahead, len(data(sf)), sf.path))
             for sf in rest:
                 size = len(data(sf))
+                limit = self.budget if cap is None or sf.abspath in ahead else min(cap, self.budget)
                 if self.spent + size <= limit:
                     self.spent += size
                     take.append(sf)
@@ -337,6 +374,9 @@ class _Query:
             if old is None or len(wd.chain) < len(old.chain):
                 defs[k] = wd
         ranked = sorted(defs.values(), key=lambda d: (*_kind_rank(d), d.path, d.line))
+        modules = {(sf.root, sf.path): sf.module for sf in self.index.files}
+        self.homes = frozenset({m for m, _ in keys} | {modules[(h.root, h.path)] for d in ranked for h in d.chain
+                                                      if h.kind == "import" and (h.root, h.path) in modules})
         return ranked, sorted(unresolved.values(), key=lambda u: (u.path, u.line)), keys
 
     def _chain(self, chain: tuple[Hop, ...], t: Target) -> tuple[Hop, ...]:
@@ -371,10 +411,10 @@ class _Query:
                 return names
             done.update(todo)
             text = _alias_text(todo)
-            files = [sf for sf in self.words.containing(todo) if text.search(self.index.data(sf))]
+            files = [sf for sf in self.words.containing(todo) if text(self.index.data(sf))]
             # Half the budget at most: the call sites need the rest.
             cap = None if self.budget is None else self.budget // 2
-            for facts in self._load(files, f"files that may alias {self.name}", cap=cap):
+            for facts in self._load(files, f"files that may alias {self.name}", cap=cap, first=self._direct(todo)):
                 for ret in facts.returns:
                     # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not,
                     # but `return helper(...)` of a helper that hands it out does.
@@ -404,8 +444,8 @@ class _Query:
         classes = self._classes_of(keys)
         out: dict[tuple[str, int], Location] = {}
         calls = _call_text(sorted(names))
-        files = [sf for sf in self.words.containing(sorted(names)) if calls.search(self.index.data(sf))]
-        for facts in self._load(files, f"files that call a name like {self.name}"):
+        files = [sf for sf in self.words.containing(sorted(names)) if calls(self.index.data(sf))]
+        for facts in self._load(files, f"files that call a name like {self.name}", first=self._direct(sorted(names))):
             sf = self.r.modules.file(facts.module)
             if sf is None:
                 continue
@@ -428,6 +468,11 @@ class _Query:
                     out[(sf.path, cs.line)] = Location(sf.root, sf.path, cs.line,
                                                        not in_scope(sf.path, self.report_exclude))
         return sorted(out.values(), key=lambda c: (c.path, c.line))
+
+    def _direct(self, names: list[str]) -> Callable[[SourceFile], bool]:
+        """Does a file import one of ``names`` from a module that defines or re-exports the definitions?"""
+        pattern = re.compile(rb"(?<![\w.])(?:%s)(?!\w)" % _alternation(names))
+        return lambda sf: _imports_from(sf, self.index.data(sf), self.homes, pattern)
 
     def suggestions(self) -> list[str]:
         names: set[str] = set()

@@ -187,3 +187,56 @@ def test_a_call_with_a_comment_before_its_parenthesis_is_still_searched(tmp_path
         "from pkg.kern import kernel\n\ndef run(x):\n    return (kernel  # the fused one\n            (x))\n")
     res = where(Index(discover([str(tmp_path)]), jobs=1), "pkg.kern.kernel")
     assert [(c.path, c.line) for c in res.call_sites] == [("pkg/odd.py", 4)]
+
+
+_TRICKY = [
+    b"",
+    b"kernel",
+    b"x = kernel",
+    b"from pkg.kern import kernel",
+    b"from pkg.kern import (\r\n    other,\r\n    kernel,\r\n)\r\n",
+    b"a = 1\rkernel = f\rb = 2",  # old Mac line ends: one line for the regex, as for the search
+    b"return (one, kernel)\n",
+    b"y = my_kernel(1)\nz = kernel_x(2)\n",
+    b"y = obj.kernel  # comment\n    (1)\n",
+    b"call(kernel\\\n  (3))",
+    b"t = {'kernel': 'pkg.kern'}\n",
+    b"def kernel():\n    pass\nclass kernel2: ...\n",
+    b"if a == kernel: pass\nb != kernel\n",
+    "café = kernel\n".encode(),
+]
+
+
+def test_the_where_text_filters_answer_as_a_plain_search_does():
+    """The pre-filters search only near the names; their answer is a whole-text search's."""
+    from castfind.where import _alias_text, _binding_text, _call_text
+
+    root = REPO
+    texts = _TRICKY + [p.read_bytes() for p in sorted((root / "castfind").rglob("*.py"))] \
+        + [p.read_bytes() for p in sorted((root / "fixtures").rglob("*.py"))]
+    tests = [_call_text(["kernel"]), _call_text(["load_files", "where", "kernel"]), _binding_text("kernel"),
+             _binding_text("where"), _alias_text(["kernel", "kernel2"]), _alias_text(["where", "Index", "data"]),
+             _alias_text(["café"])]
+    hits = 0
+    for t in tests:
+        for data in texts:
+            assert t(data) == t.plain(data), (t.pattern.pattern[:60], data[:80])
+            hits += t(data)
+    assert 0 < hits < len(tests) * len(texts)  # both answers occur
+
+
+def test_the_budget_searches_first_the_files_that_import_the_definition_from_its_home(tmp_path):
+    """A large file importing the name from the module that defines it (relatively, in a parenthesised
+    list) is searched before smaller files that call a namesake imported from elsewhere."""
+    _budget_tree(tmp_path, callers=0, pad=0)
+    pkg = tmp_path / "pkg"
+    filler = "# " + "x" * 70 + "\n"
+    (pkg / "big.py").write_text("from .kern import (\n    kernel,\n)\n\n" + filler * 80 + "def run(x):\n    return kernel(x)\n")
+    (tmp_path / "other.py").write_text("def kernel(x):\n    return -x\n")
+    for i in range(4):
+        (pkg / f"near{i}.py").write_text("from other import kernel\n\n" + filler * 15 + "def go(x):\n    return kernel(x)\n")
+    full = where(Index(discover([str(tmp_path)]), jobs=1), "pkg.kern.kernel", budget=None)
+    assert [c.path for c in full.call_sites] == ["pkg/big.py"]
+    res = where(Index(discover([str(tmp_path)]), jobs=1), "pkg.kern.kernel", budget=7000)
+    assert [c.path for c in res.call_sites] == ["pkg/big.py"]
+    assert res.unresolved  # the namesakes' callers left out are still named
