@@ -504,6 +504,19 @@ def _construct_seq(loader: _Loader, node: yaml.SequenceNode) -> Iterator[_Seq]:
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 _Loader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
 
+#: The same loader over libyaml's parser, when PyYAML was built with it. PERF: the pure-Python
+#: parser takes ~0.13 s for the bundled rules (a third of a warm scan); libyaml ~20x less. It reads a
+#: valid file as the Python one does (same constructors and resolver); a file it rejects is read again
+#: by :class:`_Loader`, whose messages (and line numbers) are the ones castfind reports.
+_FastLoader: type | None = None
+if hasattr(yaml, "CSafeLoader"):
+    class _CLoader(yaml.CSafeLoader):
+        """:class:`_Loader` over libyaml."""
+
+    _CLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+    _CLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
+    _FastLoader = _CLoader
+
 
 def _what(value: Any) -> str:
     """How a wrong value reads in a message."""
@@ -623,6 +636,14 @@ def _read(f: _File, path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as e:
         f.err(0, "file", f"cannot read: {e}")
         return None
+    if _FastLoader is not None:
+        fast = _FastLoader(text)
+        try:
+            return fast.get_single_data()
+        except (yaml.YAMLError, RecursionError):
+            pass  # read again below, for the Python parser's message
+        finally:
+            fast.dispose()
     loader: _Loader | None = None
     try:
         loader = _Loader(text)
