@@ -84,7 +84,22 @@ def scan(
         index=pipeline.IndexOptions(**index_options),
         cost=pipeline.CostRequest(tuple(sets or ()), model_config, kv_tokens, kv_cache_dtype),
     )
+    return _scan(pipeline.plan(request))
+
+
+def carried_scan(request: pipeline.ScanRequest) -> ScanRun | None:
+    """What :func:`scan` returns for ``request`` when the whole outcome of its configuration on this
+    tree is carried (the last run on the same tree left it); else None, having parsed nothing."""
     scan_plan = pipeline.plan(request)
+    if scan_plan.carried is None:
+        if scan_plan.index.cache is not None:
+            scan_plan.index.cache.close()
+        return None
+    return _scan(scan_plan)
+
+
+def _scan(scan_plan: pipeline.ScanPlan) -> ScanRun:
+    explain, stops = scan_plan.explain, scan_plan.stops
     out = pipeline.run(scan_plan)
     pipeline.save_memo(scan_plan, out)
     at_ref = scan_plan.baseline_commit and not (explain or stops)  # those print no findings

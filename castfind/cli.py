@@ -276,10 +276,11 @@ def scan(
     from castfind import api
     from castfind.config import ConfigError
     from castfind.discover import DiscoveryError
-    from castfind.findings import BaselineError, exit_code
+    from castfind.findings import BaselineError
     from castfind.fsutil import OutputPathError
     from castfind.gitref import GitRefError
     from castfind.report import ReportContext, SourceCache, registry
+    from castfind.report.scan_text import scan_output
     from castfind.rules import RuleError
 
     if fail_on is not None and fail_on not in ("error", "warning", "info"):
@@ -336,7 +337,9 @@ def scan(
                        progress=_progress("parsing"))
     except errors as e:
         _fail(f"{e}")
-    _print_packages(run.packages)
+    head, tail, code = scan_output(run)
+    for line in head:
+        typer.echo(line, err=True)
     report = run.report
     if explain_at is not None:
         _check_explain_file(explain_at[0], [str(r) for r in report.stats.get("roots", [])])
@@ -360,14 +363,9 @@ def scan(
         _write(output, reporter.render(report, ctx), "--output")
     elif sarif != "-":  # else SARIF is the document on stdout
         typer.echo(reporter.render(report, ctx) + reporter.stdout_end, nl=False)
-    if run.wrote_baseline:
-        typer.echo(f"castfind: wrote {len(report.findings)} finding(s) to {run.wrote_baseline}", err=True)
-    unsupported = [d for d in report.diagnostics if d.kind == "unsupported"]
-    if unsupported:
-        typer.echo(f"castfind: {len(unsupported)} file(s) Python accepts could not be analysed "
-                   f"(first: {unsupported[0].path}); findings there may be missing — exit 2", err=True)
-        raise typer.Exit(2)
-    raise typer.Exit(exit_code(report.findings, run.fail_on))
+    for line in tail:
+        typer.echo(line, err=True)
+    raise typer.Exit(code)
 
 
 def _check_outputs(output: str | None, outputs: list[tuple[str, str]]) -> None:
@@ -399,15 +397,6 @@ def _write(path: str, doc: str, option: str) -> None:
         atomic_write_text(path, doc)
     except OSError as e:
         _fail(_os_error(e, path, f"pass a file path in a writable folder to {option}"))
-
-
-def _print_packages(packages) -> None:
-    """The packages found under the roots, once, on stderr (``indexing sglang (python/), ...``)."""
-    from castfind.discover import describe_packages
-
-    line = describe_packages(packages)
-    if line is not None:
-        typer.echo(f"castfind: {line}", err=True)
 
 
 def _check_explain_file(path: str, roots: list[str]) -> None:

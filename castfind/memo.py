@@ -29,7 +29,6 @@ from castfind import codec
 from castfind.facts import EXTRACTOR_VERSION
 
 if TYPE_CHECKING:
-    from castfind.discover import SourceFile
     from castfind.index import Index
     from castfind.textquery import Predicate, QueryKey
 
@@ -135,7 +134,7 @@ class Memo:
         self.modules = {sf.abspath: sf.module for sf in index.files}
         # Stored results name files by root and path, never by absolute path or the root as typed:
         # `scan proj` and `cd proj && scan .` (or a copy of the tree elsewhere) share them.
-        self._rel = file_ids(index.files)
+        self._rel = file_ids(index)
         absolute = {v: k for k, v in self._rel.items()}
         prev = previous if isinstance(previous, dict) and previous.get("version") == MEMO_VERSION else None
         prev_steps: dict[StepKey, tuple[Any, frozenset[str]]] = {}
@@ -327,7 +326,7 @@ def tree_digest(index: Index) -> str:
     n = len(index.files)
     got = index.tree_digests.get(n)
     if got is None:
-        ids = file_ids(index.files)
+        ids = file_ids(index)
         rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
         got = index.tree_digests[n] = hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
     return got
@@ -356,17 +355,32 @@ def store_for_tree(index: Index, key: str, payload: dict[str, Any]) -> None:
     index.cache.put_memo(key, dumps({**payload, "version": MEMO_VERSION, "tree": tree_digest(index)}))
 
 
-def root_ids(files: list[SourceFile]) -> dict[str, str]:
+def root_ids(index: Index) -> dict[str, str]:
     """The root as typed → its number in :func:`file_ids` (what a stored finding names its root by)."""
-    ids = file_ids(files)
-    return {sf.root: ids[sf.abspath].split(":", 1)[0] for sf in files}
+    return {root: str(n) for root, n in _numbering(index)[1].items()}
 
 
-def file_ids(files: list[SourceFile]) -> dict[str, str]:
+def file_ids(index: Index) -> dict[str, str]:
     """abspath → ``N:path``: the file's path inside its root, N numbering the roots by name."""
-    base = {sf.abspath: sf.abspath.removesuffix(sf.path) for sf in files}
-    order = {b: n for n, b in enumerate(sorted(set(base.values()), key=lambda b: (Path(b).name, b)))}
-    return {sf.abspath: f"{order[base[sf.abspath]]}:{sf.path}" for sf in files}
+    n = len(index.files)
+    got = index.file_ids.get(n)
+    if got is None:
+        order = _numbering(index)[0]
+        got = index.file_ids[n] = {sf.abspath: f"{order[sf.abspath.removesuffix(sf.path)]}:{sf.path}" for sf in index.files}
+    return got
+
+
+def _numbering(index: Index) -> tuple[dict[str, int], dict[str, int]]:
+    """The roots' numbers: by base folder (a file's abspath less its root-relative path) and by the root
+    as typed. PERF: one pass of set building; asked several times a run (memoised by file count, as
+    :func:`tree_digest` is: an index's files are only added to)."""
+    n = len(index.files)
+    got = index.root_numbers.get(n)
+    if got is None:
+        pairs = {(sf.root, sf.abspath.removesuffix(sf.path)) for sf in index.files}
+        order = {b: i for i, b in enumerate(sorted({b for _, b in pairs}, key=lambda b: (Path(b).name, b)))}
+        got = index.root_numbers[n] = (order, {root: order[b] for root, b in pairs})
+    return got
 
 
 def _rename(obj: Any, names: dict[str, str]) -> Any:

@@ -323,7 +323,7 @@ def _carried_outcome(index: Index, key: str) -> RunOutput | None:
             and isinstance(diags, list) and all(isinstance(d, Diagnostic) for d in diags)
             and isinstance(stats, dict) and isinstance(modules, dict)):
         return None  # a damaged or foreign row: compute
-    roots = {n: r for r, n in carried.root_ids(index.files).items()}
+    roots = {n: r for r, n in carried.root_ids(index).items()}
     seen = {(d.path, d.line, d.message) for d in index.diagnostics}
     return RunOutput(
         tuple(replace(f, root=roots.get(f.root, f.root)) for f in found),
@@ -395,7 +395,7 @@ def _store_outcome(scan_plan: ScanPlan, out: RunOutput, key: str) -> None:
     """The whole outcome under ``key``, with the digest of the tree it was computed on."""
     from castfind import memo as carried
 
-    ids = carried.root_ids(scan_plan.index.files)
+    ids = carried.root_ids(scan_plan.index)
     carried.store_for_tree(scan_plan.index, key, {
         "findings": [replace(f, root=ids.get(f.root, f.root)) for f in out.findings],
         "diagnostics": list(out.diagnostics), "stats": {k: v for k, v in out.stats.items() if k != "seconds"},
@@ -488,7 +488,7 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
     """
     from castfind import memo as carried
 
-    roots = carried.root_ids(scan_plan.index.files)
+    roots = carried.root_ids(scan_plan.index)
 
     def cost_id(f: Finding) -> tuple[str, str, int, int, str]:
         # Root-relative (the root's number, not its absolute path): a moved checkout carries its costs,
@@ -593,7 +593,7 @@ def _files_with_ignores(scan_plan: ScanPlan) -> set[str]:
     key = scan_plan.memo_key + "-ignores"
     from castfind import memo as carried
 
-    ids = carried.file_ids(index.files)
+    ids = carried.file_ids(index)
     doc = carried.load_for_tree(index, key)
     stored = doc.get("files") if doc is not None else None
     if isinstance(stored, list):

@@ -1,15 +1,18 @@
-"""``castfind where`` answered from its carried result before the command line is built.
+"""``castfind where`` and ``castfind scan`` answered from their carried results before the command
+line is built.
 
 PERF: building the typer app imports typer, its vendored click and pydantic (typer converts each
 parameter through a pydantic ``TypeAdapter``): a third of a second and more, several times what a
 carried answer costs. :func:`main` (what ``python -m castfind`` and the ``castfind`` script run)
-first tries :func:`carried_where`: for a ``where`` whose arguments it reads with certainty (a strict
-subset of the command's options) and whose answer is carried (:func:`castfind.where.where`: the
-same query on the same tree and the same installed packages), it prints exactly what
-:func:`castfind.cli.where` prints and returns its exit code. Anything else — another command, an
-option it does not know, a value it is unsure of, no cache, a cache notice, a carried answer that
-does not apply — prints nothing and leaves the run to :mod:`castfind.cli`, which parses and
-answers as it always does.
+first tries the carried result: for a ``where`` or a ``scan`` whose arguments it reads with
+certainty (a strict subset of the command's options) and whose answer is carried
+(:func:`castfind.where.where`: the same query on the same tree and the same installed packages;
+:func:`castfind.api.carried_scan`: the same configuration on the same tree), it prints exactly what
+:mod:`castfind.cli` prints and returns its exit code. Anything else — another command, an option it
+does not know, a value it is unsure of, no cache, a cache notice, a result that is not carried —
+prints nothing and leaves the run to :mod:`castfind.cli`, which parses and answers as it always
+does (a scan that is not carried has then been planned twice: a few tenths of a second before a
+parse of minutes).
 """
 
 from __future__ import annotations
@@ -18,22 +21,20 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from castfind.discover import parse_size
 
-if TYPE_CHECKING:
-    from castfind.where import WhereResult
-
-#: Options taking a value, by spelling → field of :class:`_WhereArgs`.
+#: Options taking a value, by spelling → field of :class:`_Args`.
 _VALUED = {"--root": "roots", "-r": "roots", "--exclude": "exclude", "--cache-dir": "cache_dir",
            "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size"}
-_REPEATED = {"roots", "exclude"}
+#: What a run prints: stderr's lines before stdout's text, the text, stderr's lines after it, the exit code.
+Printed = tuple[list[str], str, list[str], int]
 
 
 @dataclass(frozen=True, slots=True)
-class _WhereArgs:
-    symbol: str
+class _Args:
+    command: str
+    operands: tuple[str, ...]  # where: the symbol; scan: the paths
     roots: tuple[str, ...]
     exclude: tuple[str, ...]
     cache_dir: str | None
@@ -43,12 +44,14 @@ class _WhereArgs:
     follow_installed: bool = True
 
 
-def _parse(args: list[str]) -> _WhereArgs | None:
-    """``where SYMBOL [options]`` with only ``--json``, ``--[no-]follow-installed`` and the options of
-    :data:`_VALUED` (as ``--opt VALUE``, ``--opt=VALUE`` or ``-r VALUE``); None for anything else."""
-    if not args or args[0] != "where":
+def _parse(args: list[str]) -> _Args | None:
+    """``where SYMBOL [options]`` or ``scan [PATH ...] [options]`` with only ``--json``, (``where``)
+    ``--[no-]follow-installed`` and the options of :data:`_VALUED` (as ``--opt VALUE``, ``--opt=VALUE``
+    or ``-r VALUE``); None for anything else."""
+    if not args or args[0] not in ("where", "scan"):
         return None
-    symbol: str | None = None
+    command = args[0]
+    operands: list[str] = []
     got: dict[str, list[str]] = {"roots": [], "exclude": [], "cache_dir": [], "jobs": [], "max_file_size": []}
     json_out, follow = False, True
     i = 1
@@ -56,7 +59,7 @@ def _parse(args: list[str]) -> _WhereArgs | None:
         a = args[i]
         if a == "--json":
             json_out = True
-        elif a in ("--follow-installed", "--no-follow-installed"):
+        elif a in ("--follow-installed", "--no-follow-installed") and command == "where":
             follow = a == "--follow-installed"
         elif a.startswith("-"):
             name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
@@ -71,36 +74,46 @@ def _parse(args: list[str]) -> _WhereArgs | None:
             if value.startswith("-"):
                 return None  # click's reading of such a value is not ours to guess
             got[field].append(value)
-        elif symbol is None:
-            symbol = a
+        elif command == "scan" or not operands:
+            operands.append(a)
         else:
             return None
         i += 1
     jobs = got["jobs"][-1] if got["jobs"] else "0"
     size = parse_size(got["max_file_size"][-1]) if got["max_file_size"] else 2 * 1024 * 1024
-    if symbol is None or not (jobs.isascii() and jobs.isdigit()) or size is None:
+    if (command == "where" and not operands) or not (jobs.isascii() and jobs.isdigit()) or size is None:
         return None
-    return _WhereArgs(symbol, tuple(got["roots"]), tuple(got["exclude"]),
-                      got["cache_dir"][-1] if got["cache_dir"] else None, int(jobs), size, json_out, follow)
+    return _Args(command, tuple(operands), tuple(got["roots"]), tuple(got["exclude"]),
+                 got["cache_dir"][-1] if got["cache_dir"] else None, int(jobs), size, json_out, follow)
 
 
 def carried_where(args: list[str]) -> int | None:
     """Print a carried ``where`` answer as :func:`castfind.cli.where` would and return its exit code;
     None, having printed nothing, when this run is not one it can answer."""
-    got = _answer(args)
-    return None if got is None else print_where(got[0], got[1].json_out)
+    return _print(_answer(args)) if args[:1] == ["where"] else None
 
 
-def _answer(args: list[str]) -> tuple[WhereResult, _WhereArgs] | None:
-    """The carried answer to ``args`` (nothing printed), or None."""
+def carried_scan(args: list[str]) -> int | None:
+    """Print a carried ``scan`` outcome as :func:`castfind.cli.scan` would and return its exit code;
+    None, having printed nothing, when this run is not one it can answer."""
+    return _print(_answer(args)) if args[:1] == ["scan"] else None
+
+
+def _answer(args: list[str]) -> Printed | None:
+    """What a carried ``where`` answer or ``scan`` outcome prints (nothing printed yet), or None."""
     parsed = _parse(args)
     if parsed is None:
         return None
+    return _where(parsed) if parsed.command == "where" else _scan(parsed)
+
+
+def _where(parsed: _Args) -> Printed | None:
     from castfind.cache import Cache, default_cache_dir
     from castfind.config import ConfigError, load_config
     from castfind.discover import DiscoveryError
     from castfind.fsutil import OutputPathError, ensure_folder
     from castfind.index import Index
+    from castfind.report.where_text import where_output
     from castfind.where import WhereError, carried_answer
 
     roots = list(parsed.roots)
@@ -117,7 +130,7 @@ def _answer(args: list[str]) -> tuple[WhereResult, _WhereArgs] | None:
         index = Index.from_roots(roots or ["."], exclude=parsed.exclude, max_file_size=parsed.max_file_size,
                                  cache=cache, jobs=parsed.jobs or (os.cpu_count() or 1),
                                  follow_installed=parsed.follow_installed)
-        res = carried_answer(index, parsed.symbol, report_exclude)
+        res = carried_answer(index, parsed.operands[0], report_exclude)
         if res is None or cache.notices:
             return None
         index.save()
@@ -125,14 +138,31 @@ def _answer(args: list[str]) -> tuple[WhereResult, _WhereArgs] | None:
         return None
     finally:
         cache.close()
-    return res, parsed
+    return where_output(res, parsed.json_out)
 
 
-def print_where(res: WhereResult, json_out: bool) -> int:
-    """Print :func:`castfind.report.where_text.where_output` and return its exit code."""
-    from castfind.report.where_text import where_output
+def _scan(parsed: _Args) -> Printed | None:
+    from castfind import api, pipeline
+    from castfind.report import ReportContext, SourceCache, registry
+    from castfind.report.scan_text import scan_output
 
-    head, out, tail, code = where_output(res, json_out)
+    request = pipeline.ScanRequest(
+        paths=parsed.operands, roots=parsed.roots, exclude=parsed.exclude,
+        index=pipeline.IndexOptions(cache_dir=parsed.cache_dir, jobs=parsed.jobs or None,
+                                    max_file_size=parsed.max_file_size))
+    run = api.carried_scan(request)
+    if run is None or any(d.kind == "cache" for d in run.report.diagnostics):
+        return None
+    reporter = registry.get("json" if parsed.json_out else registry.DEFAULT_FORMAT)
+    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line)
+    head, tail, code = scan_output(run)
+    return head, reporter.render(run.report, ctx) + reporter.stdout_end, tail, code
+
+
+def _print(printed: Printed | None) -> int | None:
+    if printed is None:
+        return None
+    head, out, tail, code = printed
     for line in head:
         print(line, file=sys.stderr)
     sys.stdout.write(out)
@@ -142,7 +172,8 @@ def print_where(res: WhereResult, json_out: bool) -> int:
 
 
 def main() -> None:
-    """Console-script entry point: a carried ``where`` answer at once, else :func:`castfind.cli.main`."""
+    """Console-script entry point: a carried ``where`` answer or ``scan`` outcome at once, else
+    :func:`castfind.cli.main`."""
     try:
         got = _answer(sys.argv[1:])
     except Exception:  # never worse than the full path: it runs, and reports, as it always does
@@ -153,7 +184,7 @@ def main() -> None:
         full()
         return
     try:
-        code = print_where(got[0], got[1].json_out)  # once: a failure here is not retried
+        code = _print(got)  # once: a failure here is not retried
         sys.stdout.flush()
     except BrokenPipeError:  # a closed pipe: quietly, exit 1, as click does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's own recipe)

@@ -76,3 +76,45 @@ def test_a_changed_tree_is_not_answered_from_the_old_result(tmp_path: Path) -> N
     gating.write_text(gating.read_text().replace("def topk_softmax(", "def topk_softmax_renamed("))
     assert _quick(args) == (None, "", "")
     assert _full(args)[0] == 1
+
+
+def _quick_scan(args: list[str]) -> tuple[int | None, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = quick.carried_scan(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["-j", "1", "--max-file-size", "500K"], ["--exclude", "*/attn/*"]])
+def test_a_carried_scan_prints_what_the_full_path_prints(tmp_path: Path, extra: list[str]) -> None:
+    args = ["scan", *SCAN, "--cache-dir", str(tmp_path), *extra]
+    assert _quick_scan(args) == (None, "", "")  # nothing carried yet: not answered, nothing printed
+    cold = _full(args)
+    assert cold[0] == 1 and cold[1]  # the fixture has findings
+    warm = _full(args)
+    assert warm[0] == cold[0] and '"outcome": "carried"' in warm[1] if "--json" in extra else warm == cold
+    assert _quick_scan(args) == warm
+
+
+@pytest.mark.parametrize("extra", [
+    ["--no-cache"], ["--format", "sarif"], ["--only"], ["--stops"], ["--include-tests"], ["--trace", "x.jsonl"],
+    ["--follow-installed"], ["-j", "-1"], ["--unknown"], ["--fail-on", "warning"], ["--explain", "a.py:1"],
+])
+def test_a_scan_it_cannot_read_with_certainty_goes_to_the_full_path(tmp_path: Path, extra: list[str]) -> None:
+    args = ["scan", *SCAN, "--cache-dir", str(tmp_path)]
+    _full(args)
+    assert _quick_scan(args)[0] == 1
+    assert _quick_scan([*args, *extra]) == (None, "", "")
+
+
+def test_a_changed_tree_is_scanned_again(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "src"
+    shutil.copytree(SCAN[0], root)
+    args = ["scan", str(root), "--cache-dir", str(tmp_path / "c"), "--json"]
+    _full(args)
+    assert _quick_scan(args)[0] == 1
+    victim = next(p for p in sorted(root.rglob("*.py")) if ".to(" in p.read_text())
+    victim.write_text(victim.read_text() + "\n# edited\n")
+    assert _quick_scan(args) == (None, "", "")
