@@ -282,7 +282,7 @@ class _Query:
     def bare(self) -> None:
         files = self.words.containing([self.name])
         binds = _binding_text(self.name)
-        facts = self._load(files, f"files that mention {self.name} without an evident binding of it",
+        facts = self._load(files, f"mentioning {self.name} without an evident binding of it",
                            must=lambda sf: binds(self.index.data(sf)))
         for f in facts:
             self._bindings(f)
@@ -322,9 +322,10 @@ class _Query:
         out = []
         for what, left in self.unsearched.items():
             files = sorted(left.values(), key=lambda sf: (sf.root, sf.path))
+            count = f"1 file {what} (this one)" if len(files) == 1 else f"{len(files)} files {what}, this one first"
             out.append(Unresolved(files[0].root, files[0].path, 0, (
-                f"not searched (parse budget): {len(files)} {what}, this one first; a lookup parses at most "
-                f"{self.budget:,} bytes of uncached source, --parse-budget 0 searches them all")))
+                f"not searched (parse budget): {count}; a lookup parses at most {self.budget:,} bytes of uncached "
+                "source, --parse-budget 0 searches them all")))
         return out
 
     def _bindings(self, facts: FileFacts) -> None:
@@ -414,7 +415,7 @@ class _Query:
             files = [sf for sf in self.words.containing(todo) if text(self.index.data(sf))]
             # Half the budget at most: the call sites need the rest.
             cap = None if self.budget is None else self.budget // 2
-            for facts in self._load(files, f"files that may alias {self.name}", cap=cap, first=self._direct(todo)):
+            for facts in self._load(files, f"with a possible alias of {self.name}", cap=cap, first=self._direct(todo)):
                 for ret in facts.returns:
                     # `return fn` / `return fn, X` hands the callable out; `return fn(...)` does not,
                     # but `return helper(...)` of a helper that hands it out does.
@@ -445,7 +446,7 @@ class _Query:
         out: dict[tuple[str, int], Location] = {}
         calls = _call_text(sorted(names))
         files = [sf for sf in self.words.containing(sorted(names)) if calls(self.index.data(sf))]
-        for facts in self._load(files, f"files that call a name like {self.name}", first=self._direct(sorted(names))):
+        for facts in self._load(files, f"with a call of a name like {self.name}", first=self._direct(sorted(names))):
             sf = self.r.modules.file(facts.module)
             if sf is None:
                 continue

@@ -240,3 +240,14 @@ def test_the_budget_searches_first_the_files_that_import_the_definition_from_its
     res = where(Index(discover([str(tmp_path)]), jobs=1), "pkg.kern.kernel", budget=7000)
     assert [c.path for c in res.call_sites] == ["pkg/big.py"]
     assert res.unresolved  # the namesakes' callers left out are still named
+    assert [u.reason.split(";")[0] for u in res.unresolved] == [
+        "not searched (parse budget): 4 files with a possible alias of kernel, this one first",
+        "not searched (parse budget): 4 files with a call of a name like kernel, this one first"]
+
+
+def test_one_file_left_by_the_budget_is_named_in_the_singular(tmp_path):
+    _budget_tree(tmp_path, callers=1, pad=3000)
+    res = where(Index(discover([str(tmp_path)]), jobs=1), "pkg.kern.kernel", budget=1000)
+    assert [(u.path, u.reason.split(";")[0]) for u in res.unresolved] == [
+        ("pkg/use00.py", "not searched (parse budget): 1 file with a possible alias of kernel (this one)"),
+        ("pkg/use00.py", "not searched (parse budget): 1 file with a call of a name like kernel (this one)")]
