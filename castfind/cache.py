@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from castfind import codec
-from castfind.facts import EXTRACTOR_VERSION
+from castfind.versions import EXTRACTOR_VERSION
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, data BLOB NOT NULL);

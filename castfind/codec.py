@@ -5,7 +5,7 @@ data names (``pickle`` does: a forged row is a program). This encoding is JSON w
 a tag in their first element: ``["t", ...]`` a tuple, ``["l", ...]`` a list, ``["f", ...]`` a
 frozenset, ``["s", ...]`` a set, ``["d", k, v, ...]`` a dict, ``["b", "<base64>"]`` bytes,
 ``["x", "nan"]`` a non-finite float, and ``["<RecordName>", field, ...]`` one of the plain records
-listed in :data:`RECORDS` — the only classes decoding can build, by calling their constructor with
+:func:`records` lists — the only classes decoding can build, by calling their constructor with
 the stored field values. Anything else is a :class:`CodecError`.
 """
 
@@ -19,18 +19,17 @@ import zlib
 from dataclasses import fields
 from typing import Any
 
-from castfind import facts as _f
 from castfind import types as _t
 
-#: The records that may be stored and rebuilt (all frozen dataclasses of plain values).
-RECORDS: tuple[type, ...] = (
-    _f.Name, _f.Attr, _f.Call, _f.Slice, _f.Subscript, _f.Const, _f.Seq, _f.Other, _f.Import, _f.Assign,
-    _f.CallSite, _f.Return, _f.Guard, _f.Cast, _f.Definition, _f.Dynamic, _f.FileFacts,
-    _t.Finding, _t.Runtime, _t.Diagnostic,
-    _f.Annotation, _f.LazyExport, _f.Allocation, _t.Cost, _t.CostCheck,
-)
-_BY_NAME: dict[str, type] = {c.__name__: c for c in RECORDS}
-_FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in RECORDS}
+#: The fact records (:mod:`castfind.facts`) that may be stored and rebuilt, by name. PERF: that module
+#: (twenty dataclasses, a third of a warm ``where``'s imports) is imported on the first fact record
+#: encoded or decoded (:func:`_facts_records`), never by a run that reads only carried answers.
+_FACT_RECORDS = ("Name", "Attr", "Call", "Slice", "Subscript", "Const", "Seq", "Other", "Import", "Assign",
+                 "CallSite", "Return", "Guard", "Cast", "Definition", "Dynamic", "FileFacts", "Annotation",
+                 "LazyExport", "Allocation")
+#: The other records that may be stored and rebuilt (all frozen dataclasses of plain values).
+_SHARED_RECORDS: tuple[type, ...] = (_t.Finding, _t.Runtime, _t.Diagnostic, _t.Cost, _t.CostCheck)
+_FIELDS: dict[type, tuple[str, ...]] = {}
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -60,6 +59,8 @@ def _enc(o: Any) -> Any:
         return ["b", base64.b64encode(o).decode("ascii")]
     names = _FIELDS.get(t)
     if names is None:
+        if _facts_records():
+            return _enc(o)
         raise TypeError(f"castfind.codec cannot store a {t.__name__}")
     return [t.__name__, *[_enc(getattr(o, n)) for n in names]]
 
@@ -70,6 +71,8 @@ def _dec(o: Any) -> Any:
             raise CodecError("an array without a tag")
         f = _DECODERS.get(o[0]) if type(o[0]) is str else None
         if f is None:
+            if type(o[0]) is str and o[0] in _FACT_RECORDS and _facts_records():
+                return _dec(o)
             raise CodecError(f"unknown tag {o[0]!r}")
         return f(o)
     if type(o) is dict:
@@ -119,19 +122,43 @@ _DECODERS: dict[str, Any] = {
     "d": _dict,
     "b": lambda o: base64.b64decode(o[1]),
     "x": _float,
-    **{c.__name__: _record(c) for c in RECORDS},
 }
 
 
+def _register(classes: tuple[type, ...]) -> None:
+    for c in classes:
+        _FIELDS[c] = tuple(f.name for f in fields(c))
+        _DECODERS[c.__name__] = _record(c)
+
+
+def _facts_records() -> bool:
+    """Register the fact records (once); False when they already were."""
+    if "FileFacts" in _DECODERS:
+        return False
+    from castfind import facts
+
+    _register(tuple(getattr(facts, name) for name in _FACT_RECORDS))
+    return True
+
+
+def records() -> tuple[type, ...]:
+    """Every class decoding can build."""
+    _facts_records()
+    return tuple(_FIELDS)
+
+
+_register(_SHARED_RECORDS)
+
+
 def dumps(obj: Any) -> bytes:
-    """Compressed JSON of ``obj`` (plain values, containers and :data:`RECORDS` only)."""
+    """Compressed JSON of ``obj`` (plain values, containers and :func:`records` only)."""
     return zlib.compress(json.dumps(_enc(obj), separators=(",", ":"), ensure_ascii=False,
                                     allow_nan=False).encode("utf-8"), 1)
 
 
 def loads(blob: bytes) -> Any:
     """The value :func:`dumps` stored. Raises :class:`CodecError` for anything else; builds only
-    plain values and :data:`RECORDS`, so damaged or forged bytes can never run code."""
+    plain values and :func:`records`, so damaged or forged bytes can never run code."""
     try:
         doc = json.loads(zlib.decompress(blob))
     except (zlib.error, ValueError, RecursionError) as e:

@@ -13,12 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from castfind import casts
-
-# Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
-# methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"16-{casts.digest()}"
-
 DefKind = Literal["function", "method", "class"]
 
 

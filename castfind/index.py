@@ -18,14 +18,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from castfind import sourcetext
 from castfind.cache import Cache, Stat, content_digest, key_of_digest
 from castfind.discover import DEFAULT_MAX_FILE_SIZE, Listing, SourceFile, discover
-from castfind.facts import FileFacts
 from castfind.types import Diagnostic
 from castfind.workers import Extracted, Job, ProgressFn, encoded, extract_in_pool
+
+if TYPE_CHECKING:
+    from castfind.facts import FileFacts  # PERF: a warm run that loads no facts never imports them
 
 # Below this many misses a process pool costs more than it saves.
 _POOL_MIN = 24

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from castfind import codec
-from castfind.facts import EXTRACTOR_VERSION
+from castfind.versions import EXTRACTOR_VERSION
 
 if TYPE_CHECKING:
     from castfind.index import Index

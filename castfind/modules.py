@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from castfind.discover import DiscoveryError, SourceFile, discover, find_installed
-from castfind.facts import FileFacts
 from castfind.index import Index
+
+if TYPE_CHECKING:
+    from castfind.facts import FileFacts
 
 
 class Modules:

@@ -114,7 +114,7 @@ def _where(parsed: _Args) -> Printed | None:
     from castfind.fsutil import OutputPathError, ensure_folder
     from castfind.index import Index
     from castfind.report.where_text import where_output
-    from castfind.where import WhereError, carried_answer
+    from castfind.where_answer import WhereError, carried_answer
 
     roots = list(parsed.roots)
     try:

@@ -40,6 +40,7 @@ from castfind.facts import (
 from castfind.index import Index
 from castfind.memo import Tracker
 from castfind.modules import Modules
+from castfind.types import Hop, HopKind
 from castfind.words import Words
 
 _MAX_DEPTH = 160  # about 3.5 Python frames per unit: well inside the default recursion limit
@@ -48,22 +49,10 @@ _MAX_DEPTH = 160  # about 3.5 Python frames per unit: well inside the default re
 #: reported as ``unresolved``. Memoised steps cost one each, so real code stays far below it.
 STEP_BUDGET = 20_000
 
-HopKind = Literal["import", "alias", "call", "return", "def", "star-import", "lazy-import", "base", "module"]
 #: ``def`` (a function or class definition), ``module``, ``variable``/``alias`` (a module-level name
 #: bound to a value castfind does not follow), ``instance`` (of a class), ``param`` (a parameter:
 #: its value is unknown), ``unresolved`` (dynamic: ``reason`` says why).
 TargetKind = Literal["def", "module", "variable", "alias", "instance", "param", "unresolved"]
-
-
-@dataclass(frozen=True, slots=True)
-class Hop:
-    """One step of a resolution chain: ``path:line  text``."""
-
-    root: str
-    path: str
-    line: int
-    kind: HopKind
-    text: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,19 @@ DiagnosticKind = Literal[
 
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
+HopKind = Literal["import", "alias", "call", "return", "def", "star-import", "lazy-import", "base", "module"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """One step of a name's resolution chain (:mod:`castfind.resolve`, shown by ``where``): ``path:line  text``."""
+
+    root: str
+    path: str
+    line: int
+    kind: HopKind
+    text: str
+
 
 def is_severity(text: object) -> TypeGuard[Severity]:
     return text in SEVERITIES

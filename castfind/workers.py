@@ -18,15 +18,16 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from castfind.cache import decode_facts, encode_facts
-from castfind.facts import FileFacts
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
+    from castfind.facts import FileFacts
+
 #: ``(absolute path, module, path in root, is a package)``: what a worker needs to extract a file.
 Job = tuple[str, str, str, bool]
 #: Facts without module/path (the cache stores them content-addressed), and their cache encoding.
-Extracted = tuple[FileFacts, bytes]
+Extracted = tuple["FileFacts", bytes]
 ProgressFn = Callable[[int, int], None]
 
 #: Files a worker takes at a time.
@@ -48,12 +49,16 @@ def extract_job(job: Job) -> Extracted:
         with open(abspath, "rb") as fh:
             data = fh.read()
     except OSError as e:
+        from castfind.facts import FileFacts
+
         return encoded(FileFacts("", "", is_pkg, error=(1, f"cannot read: {e.strerror}")))
     return encoded(extract_source(data, module, path, is_pkg))
 
 
 def crashed(is_package: bool) -> Extracted:
     """What a file that kills every worker it is given becomes."""
+    from castfind.facts import FileFacts
+
     return encoded(FileFacts("", "", is_package, error=(1, "castfind's parser crashed on this file"),
                              error_kind="unsupported"))
 

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from castfind import casts, facts
+from castfind import casts, versions
 from castfind.casts import CastMethod
 from castfind.extract import extract_source
 from castfind.rules import RuleError, load_rules, validate
@@ -54,7 +54,7 @@ def test_rule_set_defaults_are_the_table():
 
 def test_the_extractor_version_follows_the_table():
     extended = casts.CASTS + (CastMethod("fp8", "receiver", "float8_e4m3fn", casts.TO_COPY),)
-    assert facts.EXTRACTOR_VERSION.endswith(casts.digest())
+    assert versions.EXTRACTOR_VERSION.endswith(casts.digest())
     assert casts.digest(extended) != casts.digest()
     changed = tuple(CastMethod(m.name, m.operand, m.dtype, m.aten, True) for m in casts.CASTS)
     assert casts.digest(changed) != casts.digest()  # cfloat/cdouble located: a different table

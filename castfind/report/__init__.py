@@ -13,11 +13,13 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from castfind import sourcetext
-from castfind.findings import BaselineEntry
 from castfind.types import Diagnostic, Finding
+
+if TYPE_CHECKING:
+    from castfind.findings import BaselineEntry
 
 __all__ = ["Render", "ReportContext", "RuleCount", "RuleDescription", "RuleInfo", "ScanReport", "SourceCache", "SourceLine",
            "Statistics", "display_path"]

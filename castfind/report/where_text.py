@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from castfind.where import WhereResult
+from castfind.where_answer import WhereResult
 
 
 def where_output(res: WhereResult, json_out: bool) -> tuple[list[str], str, list[str], int]:
