@@ -227,20 +227,28 @@ class _Walk:
                 # A top-level package, or the root itself (``--root path/to/pkg``): name modules from its parent.
                 prefix = [os.path.basename(folder)]
             inside = folder + os.sep
+            # PERF: what every file of the folder shares, once per folder (~8,000 files on both wheels).
+            rel_dir = inside[cut:].replace(os.sep, "/")
+            package = ".".join(prefix) if prefix is not None else rel_dir[:-1].replace("/", ".")
+            dot = package + "." if package else ""
+            stats, max_size = self.stats, self.max_size
             for name in got.files:
                 path = inside + name
-                rel = path[cut:].replace(os.sep, "/")
+                rel = rel_dir + name
                 if exclude and self.excluded(rel, name):
                     continue
-                if not self.usable(path, rel):
-                    continue
-                stem = name[:-3]
-                if prefix is not None:
-                    mod_parts = prefix if stem == "__init__" else [*prefix, stem]
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    st = None
+                if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > max_size:
+                    if not self.usable(path, rel):  # the diagnostics, if any
+                        continue
                 else:
-                    relparts = rel[:-3].split("/")
-                    mod_parts = relparts[:-1] if stem == "__init__" else relparts
-                out.append(SourceFile(root, rel, path, ".".join(mod_parts), stem == "__init__"))
+                    stats[path] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+                stem = name[:-3]
+                init = stem == "__init__"
+                out.append(SourceFile(root, rel, path, package if init else dot + stem, init))
             for name in got.dirs:
                 if name in SKIP_DIRS or name.startswith(".") or name.endswith(".egg-info"):
                     continue

@@ -323,12 +323,17 @@ def tree_digest(index: Index) -> str:
     """
     # PERF: asked by each carried result a warm scan reads (outcome, costs, ignore comments). An index's
     # files are only ever added to, and a file's key is fixed once found, so its file count names its tree.
+    # A digest the tree indexes stored for this very tree is reused (Index.stored_tree_digest; a change to
+    # how it is computed must bump cache.TREE_VERSION, which discards the stored ones).
     n = len(index.files)
     got = index.tree_digests.get(n)
     if got is None:
-        ids = file_ids(index)
-        rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
-        got = index.tree_digests[n] = hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
+        got = index.stored_tree_digest()
+        if got is None:
+            ids = file_ids(index)
+            rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
+            got = hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
+        index.tree_digests[n] = got
     return got
 
 

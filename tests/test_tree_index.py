@@ -127,3 +127,36 @@ def test_an_edited_file_is_hashed_once_then_known(tmp_path: Path, monkeypatch) -
     (root / "pkg" / "sub" / "c.py").write_text("def c():\n    return 9\n")
     time.sleep(0.1)
     assert hashed() == 1 and hashed() == 0  # the new digest went into the tree index
+
+
+def _digest(root: Path, cache_dir: Path, exclude: tuple[str, ...] = EXCLUDE) -> tuple[str, str | None]:
+    """(the tree digest, the one the tree indexes held) after one run that saves its tree indexes."""
+    from castfind import memo
+
+    cache = Cache(cache_dir)
+    try:
+        index = Index.from_roots([str(root)], exclude=exclude, max_file_size=1000, cache=cache)
+        stored = index.stored_tree_digest()
+        got = memo.tree_digest(index)
+        index.save()
+    finally:
+        cache.close()
+    return got, stored
+
+
+def test_the_stored_tree_digest_is_used_only_for_the_very_tree_it_was_computed_on(tmp_path: Path) -> None:
+    root, cache_dir = tmp_path / "src", tmp_path / "cache"
+    _make(root)
+    old = time.time() - 60  # older than the racy window, so every file's stat is recorded
+    for p in root.rglob("*"):
+        os.utime(p, (old, old), follow_symlinks=False)
+    first, stored = _digest(root, cache_dir)
+    assert stored is None  # nothing stored yet
+    again, stored = _digest(root, cache_dir)
+    assert stored == again == first  # the same tree: the stored digest is the computed one
+    assert _digest(root, cache_dir, exclude=("*_skip.py",))[1] is None  # another file set
+    fewer, _ = _digest(root, cache_dir)
+    assert fewer == first
+    (root / "pkg" / "a.py").write_text("A = 2\n")  # a changed file: computed again, and different
+    changed, stored = _digest(root, cache_dir)
+    assert stored is None and changed != first
