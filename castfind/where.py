@@ -393,7 +393,9 @@ class _Query:
                           for x in res if x.target.kind == "def")
                 weak = methods_only and "." in cs.func and not res
                 recv = receiver_of(cs.func) if not any(x.target.kind == "def" for x in res) else None
-                types = self.receivers.types_of((facts.module, cs.scope), recv) if recv and cs.scope else None
+                # Typed dispatch matters only for methods: a receiver of any type cannot make a call of a
+                # function (no class holds the definitions) a call site, nor stop one being one.
+                types = self.receivers.types_of((facts.module, cs.scope), recv) if recv and cs.scope and classes else None
                 if types is not None:
                     # Typed dispatch: `self.quant_method.apply(...)` with the receiver declared as a base
                     # of the class holding this `apply` (or the class itself, or a subclass) calls it; a
