@@ -487,7 +487,8 @@ class Bench:
             return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
 
         cf = version([*self.castfind, "--version"])
-        commit = version(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+        # The checkout's commit says which code ran only when the default command runs this checkout's castfind.
+        commit = None if self.args.castfind else version(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
         sg = version([self.semgrep, "--version"], {**os.environ, **SEMGREP_ENV}) if self.semgrep else None
         load = os.getloadavg() if hasattr(os, "getloadavg") else None
         return {
@@ -496,7 +497,8 @@ class Bench:
             "mem": bl.mem_text(bl.parse_mem_total_gib(read("/proc/meminfo"))),
             "os": f"{platform.system()} {platform.release()}",
             "python": platform.python_version(),
-            "castfind": (cf or "castfind (version unknown)") + (f" at commit {commit}" if commit else ""),
+            "castfind": (cf or "castfind (version unknown)") + (f" at commit {commit}" if commit else "")
+                        + (f" run as `{self.args.castfind}`" if self.args.castfind else ""),
             "semgrep": f"semgrep {sg} (OSS)" if sg else "semgrep not available",
             "grep": version(["grep", "--version"]) or "grep",
             "load": " / ".join(f"{x:.2f}" for x in load) if load else "n/a",
