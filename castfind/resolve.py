@@ -90,6 +90,13 @@ def absolute_module(module: str, is_package: bool, imp: Import) -> str:
     return base
 
 
+def written_module(module: str, is_package: bool, path: str) -> str:
+    """A module path as written in ``module`` (``.kernels.add``, ``..ops``, ``pkg.sub``), made absolute."""
+    rest = path.lstrip(".")
+    level = len(path) - len(rest)
+    return absolute_module(module, is_package, Import(rest.rstrip("."), None, None, level, 0, "", False))
+
+
 class Resolver:
     """Name resolution over an :class:`Index` (memoised per module, scope and name)."""
 
@@ -199,7 +206,7 @@ class Resolver:
             if not lz.source:  # a module-level name returned for it (`return NewName` after a warning)
                 res = self.lookup(module, lz.attr, depth + 1) if lz.attr != name else []
             else:
-                res = self._attribute_of(self._relative(module, facts.is_package, lz.source), lz.attr, depth)
+                res = self._attribute_of(written_module(module, facts.is_package, lz.source), lz.attr, depth)
             out += [Resolved(r.target, (h, *r.chain)) for r in res]
         if out or name.startswith("_"):
             return out
@@ -208,7 +215,7 @@ class Resolver:
             if lz.name == "*" and lz.attr == "__all__" and lz.kind == kind:
                 # Every name in the `__all__` of a submodule: only files that hold the name as a
                 # string (as `__all__` does) are read.
-                pkg = self._relative(module, facts.is_package, lz.source)
+                pkg = written_module(module, facts.is_package, lz.source)
                 h = self.hop(module, lz.line, "lazy-import")
                 if self._words is None:
                     self._words = Words(self.index)
@@ -219,12 +226,6 @@ class Resolver:
                     if sub.all_names is not None and name in sub.all_names:
                         out += [Resolved(r.target, (h, *r.chain)) for r in self.lookup(sf.module, name, depth + 1)]
         return out
-
-    def _relative(self, module: str, is_package: bool, path: str) -> str:
-        """A module path as written in ``module`` (``.kernels.add``, ``..ops``, ``pkg.sub``), made absolute."""
-        rest = path.lstrip(".")
-        level = len(path) - len(rest)
-        return absolute_module(module, is_package, Import(rest.rstrip("."), None, None, level, 0, "", False))
 
     def _attribute_of(self, src: str, attr: str, depth: int) -> list[Resolved]:
         """``getattr(<module src>, attr)``; ``src`` may name a module or a module attribute (``pkg.sub.mod``)."""

@@ -49,7 +49,6 @@ def lenient_lines(data: bytes) -> list[str]:
 CALL_GAP = rb"(?:\s|\\\r?\n|#[^\n]*\n)*"
 
 
-
 @dataclass(frozen=True, slots=True)
 class TextTest:
     """``pattern.search(data) is not None``, answered by searching only near the ``needles``.

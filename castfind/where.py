@@ -14,7 +14,7 @@ from castfind.discover import SourceFile, package_roots
 from castfind.facts import Attr, Call, Const, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.index import Index
 from castfind.receivers import Receivers, receiver_of
-from castfind.resolve import Resolved, Resolver, Target
+from castfind.resolve import Resolved, Resolver, Target, written_module
 from castfind.scope import DEFAULT_REPORT_EXCLUDE, in_scope
 from castfind.sourcetext import CALL_GAP, TextTest
 from castfind.types import Hop
@@ -37,6 +37,7 @@ __all__ = ["DEFAULT_PARSE_BUDGET", "Location", "Unresolved", "WhereDefinition", 
            "carried_answer", "where"]
 
 _DEF_NAME = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
 
 def _alternation(names: list[str]) -> bytes:
     return b"|".join(re.escape(n.encode()) for n in sorted(names, key=lambda n: (-len(n), n)))
@@ -88,15 +89,11 @@ def _imports_from(sf: SourceFile, data: bytes, homes: frozenset[str], names: re.
             continue  # `from` inside a line (a word of a comment or string)
         if names.search(m.group(2)) is None:
             continue
-        mod = m.group(1).decode("ascii", "replace")
-        dots = len(mod) - len(mod.lstrip("."))
-        if dots:
-            parts = sf.module.split(".") if sf.is_package else sf.module.split(".")[:-1]
-            if dots - 1 > len(parts):
-                continue
-            base = parts[:len(parts) - (dots - 1)]
-            mod = ".".join([*base, *([mod[dots:]] if mod[dots:] else [])])
-        if mod in homes:
+        written = m.group(1).decode("ascii", "replace")
+        dots = len(written) - len(written.lstrip("."))
+        if dots - 1 > sf.module.count(".") + sf.is_package:
+            continue  # above the top-level package (Python refuses it)
+        if written_module(sf.module, sf.is_package, written) in homes:
             return True
     return False
 
