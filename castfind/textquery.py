@@ -65,37 +65,64 @@ def cast_regex(methods: set[str]) -> re.Pattern[bytes]:
     return re.compile(rb"\.(?:" + alts.encode() + rb")\s*\(")
 
 
-def calls_predicate(name: str, module: str) -> Predicate:
-    """A call of ``name`` outside a ``def`` line that can reach ``module.name``.
+#: How a file can call a name: ``(dotted, bare, bound)`` — a ``x.name(`` call, a ``name(`` call outside
+#: a ``def`` line, and (only worked out for a bare call) whether the file can bind ``name`` otherwise
+#: (a star import, or the name outside its calls). Independent of the module the name is looked up in.
+CallShape = tuple[bool, bool, bool]
+_NO_CALL: CallShape = (False, False, False)
 
-    A call site is ``name`` then ``(`` (whitespace, comments and line continuations may sit
-    between). A dotted call (``x.name(``) always counts. A bare call (``name(``) can only resolve
-    to ``module.name`` in ``module`` itself, through a star import, or when the file binds ``name``
-    some other way (an import, an alias): the file must then mention ``name`` outside its calls.
-    """
+
+def call_shape(name: str) -> Callable[[bytes], CallShape]:
+    """The test behind :func:`calls_predicate`, for one name and any module."""
     call = re.compile(rb"\b" + re.escape(name.encode()) + CALL_GAP + rb"\(")
     word = _word(name)
     enc = name.encode()
 
-    def pred(sf: SourceFile, data: bytes) -> bool:
+    def shape(data: bytes) -> CallShape:
         if enc not in data:
-            return False
+            return _NO_CALL
         bare = False
         for m in call.finditer(data):
             line_start = data.rfind(b"\n", 0, m.start()) + 1
             if _DEF_PREFIX.fullmatch(data, line_start, m.start()):
                 continue
             if data[line_start:m.start()].rstrip().endswith(b"."):
-                return True
+                return (True, True, False)
             bare = True
-        return bare and (sf.module == module or bool(_STAR_IMPORT.search(data))
-                         or len(word.findall(data)) > len(call.findall(data)))
+        if not bare:
+            return _NO_CALL
+        return (False, True, bool(_STAR_IMPORT.search(data)) or len(word.findall(data)) > len(call.findall(data)))
+
+    return shape
+
+
+def calls_predicate(name: str, module: str, shapes: dict[str, CallShape] | None = None) -> Predicate:
+    """A call of ``name`` outside a ``def`` line that can reach ``module.name``.
+
+    A call site is ``name`` then ``(`` (whitespace, comments and line continuations may sit
+    between). A dotted call (``x.name(``) always counts. A bare call (``name(``) can only resolve
+    to ``module.name`` in ``module`` itself, through a star import, or when the file binds ``name``
+    some other way (an import, an alias): the file must then mention ``name`` outside its calls.
+
+    ``shapes`` (file abspath → :data:`CallShape`) is shared by the queries of one name during a run.
+    PERF: a method name (``forward``, ``apply``) is asked about once per module that defines it;
+    the file's shape does not depend on the module, so its text is searched once, not once a module.
+    """
+    shape = call_shape(name)
+    cache: dict[str, CallShape] = {} if shapes is None else shapes
+
+    def pred(sf: SourceFile, data: bytes) -> bool:
+        got = cache.get(sf.abspath)
+        if got is None:
+            got = cache[sf.abspath] = shape(data)
+        dotted, bare, bound = got
+        return dotted or (bare and (bound or sf.module == module))
 
     return pred
 
 
-def predicate(key: QueryKey, rules: RuleSet) -> Predicate:
-    """The file test a query key names."""
+def predicate(key: QueryKey, rules: RuleSet, shapes: dict[str, CallShape] | None = None) -> Predicate:
+    """The file test a query key names (``shapes``: see :func:`calls_predicate`)."""
     kind = key[0]
     if kind == "seed":
         inferable = rules.buffer_words(inferable_only=True)
@@ -122,7 +149,7 @@ def predicate(key: QueryKey, rules: RuleSet) -> Predicate:
         quick = re.compile(rb"def[ \t]+" + re.escape(_text(key[1]).encode()) + rb"[ \t]*[(\[]")
         return lambda sf, data: bool(quick.search(data) and pat.search(data))
     if kind == "calls":
-        return calls_predicate(_text(key[1]), _text(key[2]))
+        return calls_predicate(_text(key[1]), _text(key[2]), shapes)
     raise ValueError(f"unknown text query {key!r}")
 
 
@@ -144,6 +171,7 @@ class TextQueries:
         self.rules = rules
         self.memo = memo
         self._preds: dict[QueryKey, Predicate] = {}
+        self._shapes: dict[str, dict[str, CallShape]] = {}  # name → file abspath → its call shape (a run's files)
         self.words = Words(index)
         self._pos = {sf.abspath: i for i, sf in enumerate(index.files)}
         memo.predicate = self.predicate
@@ -151,7 +179,8 @@ class TextQueries:
     def predicate(self, key: QueryKey) -> Predicate:
         got = self._preds.get(key)
         if got is None:
-            got = self._preds[key] = predicate(key, self.rules)
+            shapes = self._shapes.setdefault(_text(key[1]), {}) if key[0] == "calls" else None
+            got = self._preds[key] = predicate(key, self.rules, shapes)
         return got
 
     def select(self, key: QueryKey) -> list[SourceFile]:

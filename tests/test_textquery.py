@@ -1,0 +1,79 @@
+"""Text queries (castfind.textquery): which files can call a function, decided from their bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from castfind.discover import SourceFile
+from castfind.textquery import CallShape, call_shape, calls_predicate
+
+FILES = {
+    # a dotted call reaches a method of any module
+    "dotted.py": b"def run(pool):\n    return pool.kv.  apply(pool)\n",
+    # a bare call with the name bound by an import
+    "imported.py": b"from pkg.ops import apply\n\ndef run(x):\n    return apply(x)\n",
+    # a bare call and nothing else that binds the name: only the defining module itself
+    "bare.py": b"def apply(x):\n    return x\n\ndef run(x):\n    return apply(x)\n",
+    # a star import may bind it
+    "star.py": b"from pkg.ops import *\n\ndef run(x):\n    return apply (x)\n",
+    # only a def line: no call
+    "defonly.py": b"class A:\n    async def apply(self, x):\n        return x\n",
+    # the name only inside a longer identifier
+    "other.py": b"def run(x):\n    return x.apply_all(x)\n",
+}
+
+
+def _sf(path: str, module: str) -> SourceFile:
+    return SourceFile(abspath="/r/" + path, root="/r", path=path, module=module, is_package=False)
+
+
+@pytest.mark.parametrize(("path", "module", "expected"), [
+    ("dotted.py", "elsewhere", True),
+    ("imported.py", "elsewhere", True),
+    ("bare.py", "elsewhere", False),
+    ("bare.py", "bare", True),
+    ("star.py", "elsewhere", True),
+    ("defonly.py", "defonly", False),
+    ("other.py", "other", False),
+])
+def test_a_file_is_selected_only_when_its_text_can_call_the_function(path: str, module: str, expected: bool) -> None:
+    sf = _sf(path, path.removesuffix(".py"))
+    assert calls_predicate("apply", module)(sf, FILES[path]) is expected
+
+
+def test_one_shape_per_file_serves_every_module_that_defines_the_name() -> None:
+    shape = call_shape("apply")
+    assert shape(FILES["dotted.py"]) == (True, True, False)
+    assert shape(FILES["bare.py"]) == (False, True, False)
+    assert shape(FILES["imported.py"]) == (False, True, True)
+    assert shape(FILES["defonly.py"]) == (False, False, False)
+
+    shared: dict[str, CallShape] = {}
+    modules = ["bare", "imported", "elsewhere", "star"]
+    for module in modules:
+        pred, fresh = calls_predicate("apply", module, shared), calls_predicate("apply", module)
+        for path, data in FILES.items():
+            sf = _sf(path, path.removesuffix(".py"))
+            assert pred(sf, data) == fresh(sf, data), (module, path)
+    assert set(shared) == {"/r/" + p for p in FILES}  # each file's text searched once, kept by path
+    # The shared answer is what is used: a (deliberately wrong) shape planted for a file wins.
+    planted = {"/r/bare.py": (True, True, False)}
+    assert calls_predicate("apply", "elsewhere", planted)(_sf("bare.py", "bare"), FILES["bare.py"]) is True
+
+
+def test_text_queries_share_shapes_by_name_within_a_run(tmp_path: Path) -> None:
+    from castfind.index import Index
+    from castfind.memo import Memo
+    from castfind.rules import load_rules
+    from castfind.textquery import TextQueries
+
+    for path, data in FILES.items():
+        (tmp_path / path).write_bytes(data)
+    index = Index.from_roots([str(tmp_path)], cache=None, jobs=1)
+    queries = TextQueries(index, load_rules([]), Memo(index))
+    got = {m: {sf.path for sf in queries.select(("calls", "apply", m))} for m in ("bare", "elsewhere")}
+    assert got["bare"] == {"dotted.py", "imported.py", "bare.py", "star.py"}
+    assert got["elsewhere"] == {"dotted.py", "imported.py", "star.py"}
+    assert queries.predicate(("calls", "apply", "bare")) is not queries.predicate(("calls", "apply", "elsewhere"))
