@@ -560,7 +560,8 @@ def shorten(cmd: list[str]) -> str:
 
 
 def select(only: str | None, quick: bool) -> list[str]:
-    """Task names for ``--only a,b`` (a name or its prefix: ``where`` = where-cold, where-warm)."""
+    """Task names for ``--only a,b`` (a name or its prefix: ``where`` = where-cold, where-warm); ``--quick``
+    leaves out the per-wheel semgrep runs unless ``--only`` names one of them in full."""
     tasks = [t for t in TASKS if not (quick and t in PER_WHEEL)]
     if not only:
         return tasks
@@ -568,7 +569,7 @@ def select(only: str | None, quick: bool) -> list[str]:
     unknown = [t for t in tokens if not any(n == t or n.startswith(t + "-") for n in TASKS)]
     if unknown:
         raise SystemExit(f"run.py: --only: unknown task {', '.join(unknown)}; tasks: {', '.join(TASKS)}")
-    return [n for n in TASKS if any(n == t or n.startswith(t + "-") for t in tokens)]
+    return [n for n in TASKS if n in tokens or (n in tasks and any(n.startswith(t + "-") for t in tokens))]
 
 
 def report(bench: Bench, info: dict[str, str], markdown: bool) -> str:

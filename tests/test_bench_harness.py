@@ -139,6 +139,8 @@ def test_select_tasks_by_name_prefix_and_quick():
     assert run.select("where,grep", quick=False) == ["grep", "where-cold", "where-warm"]
     assert run.select("semgrep", quick=False) == ["semgrep", "semgrep-sglang", "semgrep-flashinfer"]
     assert "semgrep-sglang" not in run.select(None, quick=True)
+    assert run.select("semgrep,scan-cold", quick=True) == ["semgrep", "scan-cold"]  # a prefix keeps --quick's choice
+    assert run.select("semgrep-sglang", quick=True) == ["semgrep-sglang"]  # a full name is run all the same
     assert run.select("checkout", quick=True) == ["checkout-cold", "checkout-warm"]
     with pytest.raises(SystemExit, match="unknown task nope"):
         run.select("nope", quick=False)
