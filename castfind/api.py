@@ -7,6 +7,7 @@ from typing import Any
 
 from castfind import pipeline
 from castfind.config import load_config
+from castfind.heap import survivors_frozen
 from castfind.pipeline import ScanRun, open_index
 from castfind.where import DEFAULT_PARSE_BUDGET, WhereResult
 from castfind.where import where as _where
@@ -100,8 +101,9 @@ def carried_scan(request: pipeline.ScanRequest) -> ScanRun | None:
 
 def _scan(scan_plan: pipeline.ScanPlan) -> ScanRun:
     explain, stops = scan_plan.explain, scan_plan.stops
-    out = pipeline.run(scan_plan)
-    pipeline.save_memo(scan_plan, out)
-    at_ref = scan_plan.baseline_commit and not (explain or stops)  # those print no findings
-    known = pipeline.findings_at_ref(scan_plan) if at_ref else None
-    return pipeline.post(scan_plan, out, known)
+    with survivors_frozen():  # PERF: full collections walk only what is new (castfind.heap)
+        out = pipeline.run(scan_plan)
+        pipeline.save_memo(scan_plan, out)
+        at_ref = scan_plan.baseline_commit and not (explain or stops)  # those print no findings
+        known = pipeline.findings_at_ref(scan_plan) if at_ref else None
+        return pipeline.post(scan_plan, out, known)

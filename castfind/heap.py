@@ -1,0 +1,51 @@
+"""Heap: full garbage collections that do not walk again what survived the last one, while a scan runs.
+
+PERF: a cold scan of both wheels builds about 6 million long-lived objects in the main process (facts,
+carried steps, text-query answers). CPython's cyclic collector runs a full (generation 2) collection each
+time the objects promoted since the last one reach a quarter of the long-lived ones, and each walks the
+whole heap: 29 full collections took 31 s of a 232 s cold scan. :func:`survivors_frozen` moves what
+survives each full collection out of the collector's reach (``gc.freeze``): the schedule is the same, but
+a collection walks only what is new since the last one (189 collections, 2.8 s, same findings, peak RSS
+900 MB against 920). On exit ``gc.unfreeze`` hands the frozen objects back to the collector, so cyclic
+garbage left during the run is reclaimed afterwards; acyclic objects are freed by reference counting as
+ever. A process that froze objects itself (``gc.freeze`` before a fork) is left alone: nothing is done.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["survivors_frozen"]
+
+_lock = threading.Lock()
+_depth = 0  # nested or concurrent runs inside survivors_frozen (only the outermost one engages)
+_engaged = False
+
+
+def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
+    if phase == "stop" and info.get("generation") == 2:
+        gc.freeze()
+
+
+@contextmanager
+def survivors_frozen() -> Iterator[None]:
+    """While the block runs, freeze the survivors of every full collection; unfreeze them on exit."""
+    global _depth, _engaged
+    with _lock:
+        _depth += 1
+        if _depth == 1 and gc.get_freeze_count() == 0:
+            gc.callbacks.append(_freeze_survivors)
+            _engaged = True
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _engaged:
+                gc.callbacks.remove(_freeze_survivors)
+                _engaged = False
+                gc.unfreeze()

@@ -1,0 +1,66 @@
+"""castfind.heap: the survivors of full collections are frozen while a scan runs, and given back after."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from castfind.heap import survivors_frozen
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the cyclic collector frees it
+
+
+@pytest.fixture(autouse=True)
+def _nothing_frozen():
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+def test_a_full_collection_inside_freezes_its_survivors_and_the_exit_gives_them_back() -> None:
+    keep = [_Node() for _ in range(100)]
+    with survivors_frozen():
+        assert gc.get_freeze_count() == 0  # nothing before the first full collection
+        gc.collect()
+        assert gc.get_freeze_count() >= len(keep)  # the survivors, out of the next collections' walk
+    assert gc.get_freeze_count() == 0
+    assert _Node not in {type(o) for o in gc.garbage}
+
+
+def test_cyclic_garbage_frozen_during_the_run_is_reclaimed_after_it() -> None:
+    import weakref
+
+    with survivors_frozen():
+        node = _Node()
+        ref = weakref.ref(node)
+        gc.collect()  # node survives (still referenced) and is frozen
+        del node
+        gc.collect()  # unreachable now, but frozen: not reclaimed while the run lasts
+        assert ref() is not None
+    gc.collect()
+    assert ref() is None
+
+
+def test_young_collections_freeze_nothing_and_nesting_engages_once() -> None:
+    with survivors_frozen():
+        with survivors_frozen():
+            gc.collect(0)
+            gc.collect(1)
+            assert gc.get_freeze_count() == 0
+            gc.collect()
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0  # the inner exit leaves the outer run's freeze alone
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_process_that_froze_objects_itself_is_left_alone() -> None:
+    gc.freeze()
+    mine = gc.get_freeze_count()
+    with survivors_frozen():
+        gc.collect()
+        assert gc.get_freeze_count() == mine
+    assert gc.get_freeze_count() == mine  # not unfrozen behind its back
