@@ -63,8 +63,23 @@ def crashed(is_package: bool) -> Extracted:
                              error_kind="unsupported"))
 
 
+#: The cyclic collector's thresholds in a worker. PERF: parsing a file allocates a million nodes, so the
+#: default (a young collection every 700 allocations, an older one every 10 of those) spends ~7% of a
+#: worker's time walking a tree that is all alive until the file is done; with these, ~3% (120 sampled
+#: sglang files: 6.86 s -> 6.50 s). Cyclic garbage is still collected, only less often.
+WORKER_GC_THRESHOLDS = (100_000, 50, 100)
+
+
+def _init_worker(parent: int) -> None:
+    """Worker initializer: the collector's thresholds for parsing, and the parent watch."""
+    import gc
+
+    gc.set_threshold(*WORKER_GC_THRESHOLDS)
+    _watch_parent(parent)
+
+
 def _watch_parent(parent: int) -> None:
-    """Worker initializer: exit as soon as the process that started the pool is gone.
+    """Exit the worker as soon as the process that started the pool is gone.
 
     A scan killed with SIGKILL (or SIGTERM, whose default action skips every clean-up) cannot shut
     its pool down; an orphaned worker is re-parented, so polling the parent pid finds that out.
@@ -86,7 +101,7 @@ def new_pool(workers: int) -> ProcessPoolExecutor:
     from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_watch_parent, initargs=(os.getpid(),))
+                               initializer=_init_worker, initargs=(os.getpid(),))
 
 
 def extract_in_pool(jobs: list[Job], order: list[int], workers: int, progress: ProgressFn | None = None,

@@ -64,3 +64,11 @@ def test_a_process_that_froze_objects_itself_is_left_alone() -> None:
         gc.collect()
         assert gc.get_freeze_count() == mine
     assert gc.get_freeze_count() == mine  # not unfrozen behind its back
+
+
+def test_a_parsing_worker_runs_with_the_collector_thresholds_set_for_parsing() -> None:
+    from castfind.workers import WORKER_GC_THRESHOLDS, new_pool
+
+    assert WORKER_GC_THRESHOLDS[0] > gc.get_threshold()[0]  # fewer young collections than the default
+    with new_pool(1) as pool:
+        assert pool.submit(gc.get_threshold).result() == WORKER_GC_THRESHOLDS
