@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from castfind.discover import SourceFile
 from castfind.rules import RuleSet
@@ -65,11 +65,11 @@ def cast_regex(methods: set[str]) -> re.Pattern[bytes]:
     return re.compile(rb"\.(?:" + alts.encode() + rb")\s*\(")
 
 
-#: How a file can call a name: ``(dotted, bare, bound)`` — a ``x.name(`` call, a ``name(`` call outside
-#: a ``def`` line, and (only worked out for a bare call) whether the file can bind ``name`` otherwise
-#: (a star import, or the name outside its calls). Independent of the module the name is looked up in.
-CallShape = tuple[bool, bool, bool]
-_NO_CALL: CallShape = (False, False, False)
+#: Which module's ``name`` a file's calls can reach: ``"any"`` (a dotted call ``x.name(``, or a bare
+#: ``name(`` in a file that can bind the name some other way: a star import, or the name outside its
+#: calls), ``"own"`` (bare calls and nothing else that binds it: only the file's own module) or ``"none"``.
+#: It does not depend on the module asked about.
+CallShape = Literal["any", "own", "none"]
 
 
 def call_shape(name: str) -> Callable[[bytes], CallShape]:
@@ -80,18 +80,20 @@ def call_shape(name: str) -> Callable[[bytes], CallShape]:
 
     def shape(data: bytes) -> CallShape:
         if enc not in data:
-            return _NO_CALL
+            return "none"
         bare = False
         for m in call.finditer(data):
             line_start = data.rfind(b"\n", 0, m.start()) + 1
             if _DEF_PREFIX.fullmatch(data, line_start, m.start()):
                 continue
             if data[line_start:m.start()].rstrip().endswith(b"."):
-                return (True, True, False)
+                return "any"
             bare = True
         if not bare:
-            return _NO_CALL
-        return (False, True, bool(_STAR_IMPORT.search(data)) or len(word.findall(data)) > len(call.findall(data)))
+            return "none"
+        if _STAR_IMPORT.search(data) or len(word.findall(data)) > len(call.findall(data)):
+            return "any"
+        return "own"
 
     return shape
 
@@ -115,8 +117,7 @@ def calls_predicate(name: str, module: str, shapes: dict[str, CallShape] | None 
         got = cache.get(sf.abspath)
         if got is None:
             got = cache[sf.abspath] = shape(data)
-        dotted, bare, bound = got
-        return dotted or (bare and (bound or sf.module == module))
+        return got == "any" or (got == "own" and sf.module == module)
 
     return pred
 

@@ -45,10 +45,12 @@ def test_a_file_is_selected_only_when_its_text_can_call_the_function(path: str, 
 
 def test_one_shape_per_file_serves_every_module_that_defines_the_name() -> None:
     shape = call_shape("apply")
-    assert shape(FILES["dotted.py"]) == (True, True, False)
-    assert shape(FILES["bare.py"]) == (False, True, False)
-    assert shape(FILES["imported.py"]) == (False, True, True)
-    assert shape(FILES["defonly.py"]) == (False, False, False)
+    assert shape(FILES["dotted.py"]) == "any"
+    assert shape(FILES["bare.py"]) == "own"
+    assert shape(FILES["imported.py"]) == "any"
+    assert shape(FILES["star.py"]) == "any"
+    assert shape(FILES["defonly.py"]) == "none"
+    assert shape(FILES["other.py"]) == "none"
 
     shared: dict[str, CallShape] = {}
     modules = ["bare", "imported", "elsewhere", "star"]
@@ -59,7 +61,7 @@ def test_one_shape_per_file_serves_every_module_that_defines_the_name() -> None:
             assert pred(sf, data) == fresh(sf, data), (module, path)
     assert set(shared) == {"/r/" + p for p in FILES}  # each file's text searched once, kept by path
     # The shared answer is what is used: a (deliberately wrong) shape planted for a file wins.
-    planted = {"/r/bare.py": (True, True, False)}
+    planted: dict[str, CallShape] = {"/r/bare.py": "any"}
     assert calls_predicate("apply", "elsewhere", planted)(_sf("bare.py", "bare"), FILES["bare.py"]) is True
 
 
@@ -76,4 +78,6 @@ def test_text_queries_share_shapes_by_name_within_a_run(tmp_path: Path) -> None:
     got = {m: {sf.path for sf in queries.select(("calls", "apply", m))} for m in ("bare", "elsewhere")}
     assert got["bare"] == {"dotted.py", "imported.py", "bare.py", "star.py"}
     assert got["elsewhere"] == {"dotted.py", "imported.py", "star.py"}
-    assert queries.predicate(("calls", "apply", "bare")) is not queries.predicate(("calls", "apply", "elsewhere"))
+    assert set(queries._shapes) == {"apply"}  # one table of shapes for the name, shared by both modules' queries
+    # Each file naming `apply` searched once for both (other.py holds only `apply_all`: not asked about).
+    assert set(queries._shapes["apply"]) == {str(tmp_path / p) for p in FILES if p != "other.py"}
