@@ -15,6 +15,10 @@ a call of ``f``'s name (the ``("calls", …)`` text query), so only those are pa
 - ``obj.m()`` with a receiver we cannot type: a *weak* edge to every ``m`` in the index, added only
   when few functions bear that name (:data:`WEAK_FANOUT`).
 
+Callers are looked for only in the report scope (:mod:`castfind.scope`): a test, a benchmark or an
+example that runs a model's ``forward`` is not a serving step, so a call from one never makes a
+production function hot (with ``--include-tests`` the scope is every file, and they count).
+
 A reverse breadth-first search from the cast's function finds the nearest entry point, so the
 path a finding carries is a shortest one. It does not go through a once-function (``__init__``,
 loaders, warm-up): building or loading an object is not a per-step path. Callers (per file) and
@@ -36,6 +40,7 @@ from castfind.memo import Memo
 from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
+from castfind.scope import in_scope
 from castfind.textquery import TextQueries, def_line
 
 #: A by-name edge is added only when at most this many functions share the name.
@@ -53,8 +58,11 @@ def label(node: Node) -> str:
 class CallGraph:
     """Reverse reachability from entry points, computed lazily and memoised."""
 
-    def __init__(self, index: Index, resolver: Resolver, rules: RuleSet, queries: TextQueries | None = None) -> None:
+    def __init__(self, index: Index, resolver: Resolver, rules: RuleSet, queries: TextQueries | None = None,
+                 report_exclude: tuple[str, ...] = ()) -> None:
         self.index = index
+        self.report_exclude = report_exclude
+        self._outside: frozenset[str] | None = None  # abspaths outside the report scope, found once
         self.r = resolver
         self.rules = rules
         self.queries = queries or TextQueries(index, rules, Memo(index))
@@ -104,7 +112,15 @@ class CallGraph:
         return sorted(g.predecessors(node))
 
     def _files_calling(self, node: Node) -> list[SourceFile]:
-        return self.queries.select(("calls", node[1].rsplit(".", 1)[-1], node[0]))
+        """The files that may hold a call of ``node``, in the report scope (callers elsewhere never count)."""
+        files = self.queries.select(("calls", node[1].rsplit(".", 1)[-1], node[0]))
+        if not self.report_exclude:
+            return files
+        if self._outside is None:
+            self._outside = frozenset(sf.abspath for sf in self.index.files
+                                      if not in_scope(sf.path, self.report_exclude))
+        outside = self._outside
+        return [sf for sf in files if sf.abspath not in outside]
 
     def _files_to_parse(self, node: Node) -> list[SourceFile]:
         """The caller files of ``node`` whose per-file step no carried result covers."""

@@ -109,7 +109,8 @@ class ScanPlan:
     the rule set, the opened index and the carried results (``memo``, under ``memo_key``).
 
     ``only`` holds the absolute paths to report on (``None``: every file). ``report_exclude``: the
-    scope patterns whose findings post sets aside (empty with ``--include-tests``); ``packages``: the
+    scope patterns whose findings post sets aside and whose calls the engine does not count as callers
+    (empty with ``--include-tests``; part of ``memo_key``); ``packages``: the
     top-level packages discovered under the roots (what the CLI announces).
     """
 
@@ -248,18 +249,20 @@ def plan(request: ScanRequest) -> ScanPlan:
     index = open_index(list(roots), exclude=tuple(cfg.exclude), cache_dir=opts.cache_dir, use_cache=opts.use_cache,
                        jobs=opts.jobs, follow_installed=opts.follow_installed, max_file_size=opts.max_file_size,
                        progress=opts.progress)
+    report_exclude = () if request.include_tests else tuple(cfg.report_exclude)
     memo, memo_key, memo_seed, carried_out = None, None, None, None
     if index.cache is not None and request.demand and not request.explain:
         from castfind import memo as carried
 
         # Roots by name, not by absolute path: a moved or re-cloned checkout replays the same results.
-        memo_key = carried.config_key(sorted(Path(r).resolve().name for r in roots), tuple(cfg.exclude), ruleset)
+        # The report scope is part of the key: callers outside it do not count (castfind.callgraph).
+        memo_key = carried.config_key(sorted(Path(r).resolve().name for r in roots), tuple(cfg.exclude), ruleset,
+                                      report_exclude)
         if _whole_outcome(request, opts):
             carried_out = _carried_outcome(index, _outcome_key(memo_key))
         if carried_out is None:
             memo_seed = carried.loads(index.cache.get_memo(memo_key))
             memo = carried.Memo(index, memo_seed)
-    # The report scope is not part of the memo key: the engine finds the same casts either way.
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
@@ -267,7 +270,7 @@ def plan(request: ScanRequest) -> ScanPlan:
         write_baseline=request.write_baseline, memo=memo, memo_key=memo_key, memo_seed=memo_seed, carried=carried_out,
         warn_unused_ignores=request.warn_unused_ignores, baseline_commit=at_ref, baseline_ref=request.baseline_commit,
         index_options=opts,
-        report_exclude=() if request.include_tests else tuple(cfg.report_exclude),
+        report_exclude=report_exclude,
         packages=package_roots(index.files, tuple(cfg.report_exclude)), bindings=bound,
     )
 
@@ -368,7 +371,8 @@ def run(scan_plan: ScanPlan) -> RunOutput:
 
     only = set(scan_plan.only) if scan_plan.only is not None else None
     out = RunOutput.of(scan(scan_plan.index, scan_plan.ruleset, demand=scan_plan.demand, only=only,
-                            explain=scan_plan.explain, stops=scan_plan.stops, memo=scan_plan.memo))
+                            explain=scan_plan.explain, stops=scan_plan.stops, memo=scan_plan.memo,
+                            report_exclude=scan_plan.report_exclude))
     return replace(out, stats={**out.stats, "outcome": "computed"})
 
 

@@ -134,8 +134,12 @@ class GetterOracle:
 
 
 def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | None = None,
-         explain: bool = False, stops: bool = False, memo: Memo | None = None) -> ScanOutcome:
+         explain: bool = False, stops: bool = False, memo: Memo | None = None,
+         report_exclude: tuple[str, ...] = ()) -> ScanOutcome:
     """Flag the whole-buffer casts under the index's roots. ``only``: absolute paths to report on.
+    ``report_exclude``: the report scope's patterns (:mod:`castfind.scope`); calls from files outside
+    it never make a function hot (:class:`~castfind.callgraph.CallGraph`), and a carried ``memo``
+    must come from a run with the same patterns.
 
     ``memo`` carries results from an earlier run of the same configuration (:mod:`castfind.memo`);
     without one (and always with ``explain`` or ``demand=False``) everything is computed. ``stops``
@@ -150,7 +154,7 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         memo = Memo(index)
     queries = TextQueries(index, rules, memo)
     resolver = Resolver(index)
-    graph = CallGraph(index, resolver, rules, queries)
+    graph = CallGraph(index, resolver, rules, queries, report_exclude)
     oracle = GetterOracle(index, rules, queries)
 
     if demand:

@@ -123,13 +123,60 @@ def test_default_config_holds_the_default_patterns(tmp_path: Path) -> None:
     assert load_config(tmp_path).report_exclude == DEFAULT_REPORT_EXCLUDE
 
 
-def test_scope_is_not_part_of_the_carried_results(tmp_path: Path) -> None:
-    """``--include-tests`` after a default scan replays the same engine results (the filter is post's)."""
+def test_include_tests_is_its_own_carried_configuration(tmp_path: Path) -> None:
+    """The scope decides which calls count as callers, so each scope carries its own results."""
     cache = tmp_path / "cache"
     first = api.scan([str(CHECKOUT)], cache_dir=cache, jobs=1)
-    again = api.scan([str(CHECKOUT)], cache_dir=cache, jobs=1, include_tests=True)
-    assert again.report.stats["loaded"] == 0 and again.report.stats["outcome"] == "carried"
-    assert len(again.report.findings) == len(first.report.findings) + first.report.stats["out_of_scope"]
+    wide = api.scan([str(CHECKOUT)], cache_dir=cache, jobs=1, include_tests=True)
+    assert wide.report.stats["outcome"] == "computed" and wide.report.stats["parsed"] == 0  # facts are shared
+    assert len(wide.report.findings) == len(first.report.findings) + first.report.stats["out_of_scope"]
+    for include_tests, before in ((True, wide), (False, first)):
+        again = api.scan([str(CHECKOUT)], cache_dir=cache, jobs=1, include_tests=include_tests)
+        assert again.report.stats["outcome"] == "carried" and again.report.stats["loaded"] == 0
+        assert again.report.findings == before.report.findings
+
+
+TEST_ONLY_CALLER = {
+    "python/app/__init__.py": "",
+    "python/app/pool.py": (
+        "class KVPool:\n"
+        "    def __init__(self, k_buffer):\n"
+        "        self.k_buffer = k_buffer\n\n"
+        "    def get_key_buffer(self, layer_id: int):\n"
+        "        return self.k_buffer[layer_id]\n\n\n"
+        "def keys_as_float(pool: KVPool, layer_id: int):\n"
+        "    return pool.get_key_buffer(layer_id).float()\n"),
+    # A reference module in a test: its forward is an entry point, and it calls the production helper.
+    "test/test_pool.py": (
+        "from torch import nn\n\n"
+        "from app.pool import keys_as_float\n\n\n"
+        "class RefAttention(nn.Module):\n"
+        "    def forward(self, q, layer_id: int):\n"
+        "        return q @ keys_as_float(self.pool, layer_id).t()\n"),
+}
+
+
+@pytest.mark.parametrize("production_caller", [False, True])
+def test_a_call_from_a_test_does_not_make_production_code_hot(tmp_path: Path, production_caller: bool) -> None:
+    files = dict(TEST_ONLY_CALLER)
+    if production_caller:  # the look-alike: a production forward calls the same helper
+        files["python/app/layer.py"] = (
+            "from app.pool import keys_as_float\n\n\n"
+            "class Attention:\n"
+            "    def forward(self, q, layer_id: int):\n"
+            "        return q @ keys_as_float(self.pool, layer_id).t()\n")
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    default = api.scan([str(tmp_path)], use_cache=False, jobs=1).report.findings
+    every = api.scan([str(tmp_path)], use_cache=False, jobs=1, include_tests=True).report.findings
+    at = [(f.path, f.line, f.rule, f.hot_path) for f in default if f.path == "python/app/pool.py"]
+    if production_caller:
+        assert at == [("python/app/pool.py", 10, "CF101", ("app.layer.Attention.forward", "app.pool.keys_as_float"))]
+    else:
+        assert at == [("python/app/pool.py", 10, "CF104", ())]  # whole, but no production entry point reaches it
+    # With --include-tests every file is in scope: the test's forward is a hot path like any other.
+    assert [(f.path, f.rule) for f in every if f.path == "python/app/pool.py"] == [("python/app/pool.py", "CF101")]
 
 
 def test_every_package_of_a_checkout_is_found_and_named_right() -> None:
