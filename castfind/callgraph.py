@@ -116,11 +116,22 @@ class CallGraph:
         files = self.queries.select(("calls", node[1].rsplit(".", 1)[-1], node[0]))
         if not self.report_exclude:
             return files
+        outside = self._outside_scope()
+        return [sf for sf in files if sf.abspath not in outside]
+
+    def _outside_scope(self) -> frozenset[str]:
         if self._outside is None:
             self._outside = frozenset(sf.abspath for sf in self.index.files
                                       if not in_scope(sf.path, self.report_exclude))
-        outside = self._outside
-        return [sf for sf in files if sf.abspath not in outside]
+        return self._outside
+
+    def counts_as_caller(self, module: str) -> bool:
+        """Can a call in ``module`` make a function hot, or hand it a buffer that counts? Not from
+        outside the report scope."""
+        if not self.report_exclude:
+            return True
+        sf = self.r.modules.file(module)
+        return sf is not None and sf.abspath not in self._outside_scope()
 
     def _files_to_parse(self, node: Node) -> list[SourceFile]:
         """The caller files of ``node`` whose per-file step no carried result covers."""

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from castfind.callgraph import CallGraph
+from castfind.callgraph import CallGraph, Node, label
 from castfind.facts import Cast, Const, Expr, FileFacts, Other, dotted, render
-from castfind.provenance import STOP_REASONS, Origin, Provenance, Stop, StopReason, buffer_names
+from castfind.provenance import STOP_REASONS, Origin, Provenance, Stop, StopReason, buffer_names, once_function
 from castfind.rules import Rule, RuleSet, identifier_tokens
 from castfind.types import Finding
 
@@ -62,10 +62,9 @@ def once_reason(rules: RuleSet, cast: Cast, operand_path: str, decorators: tuple
     (c) its own function is memoised by a decorator (``once.decorators``: ``functools.cache`` ...);
     (d) ``self.w = self.w.to(...)`` stores it back over its own operand (``once.store_to_self``).
     """
-    names = [p for p in cast.scope.split(".") if p != "<locals>"]
-    for n in names:
-        if rules.is_once_function(n):
-            return f"function {n} is an initialisation or loading function (once.functions)"
+    n = once_function(rules, cast.scope)
+    if n is not None:
+        return f"function {n} is an initialisation or loading function (once.functions)"
     for d in decorators:
         if rules.is_once_decorator(d):
             return f"its function is memoised by @{d} (once.decorators)"
@@ -199,13 +198,81 @@ class Checker:
 
     def needs_hot(self, facts: FileFacts, cast: Cast) -> bool:
         """May judging this cast ask the call graph whether its function is hot?"""
+        return bool(self.hot_starts(facts, cast))
+
+    def hot_starts(self, facts: FileFacts, cast: Cast) -> list[Node]:
+        """The functions whose hot paths judging this cast may ask for: its own function, or, when the
+        whole buffer comes in through its parameter, the callers that hand it one and run per step."""
         if not cast.scope or cast.method not in self.rules.cast_methods() or cast_dtype(self.rules, cast) is None:
-            return False
+            return []
         origin = self.origin_of(facts, cast)
         if origin is None:
-            return False
-        once = is_once(self.rules, cast, origin.path, _decorators(facts, cast))
-        return any(r.hot is not None for r in self._applicable(cast, origin, once))
+            return []
+        passing = self._passing(facts, cast, origin)
+        if not any(r.hot is not None for r in self._applicable(cast, origin, self._once(facts, cast, origin, passing)
+                                                                   is not None)):
+            return []
+        if passing is None:
+            return [(facts.module, cast.scope)]
+        return [c for c in passing[2] if once_function(self.rules, c[1]) is None]
+
+    def _passing(self, facts: FileFacts, cast: Cast, origin: Origin) -> tuple[Node, str, list[Node]] | None:
+        """When the whole buffer comes in through a parameter of the cast's own function: that function,
+        the parameter and the callers that hand it a whole buffer for it (per-step ones first)."""
+        e = origin.entry
+        across = self.prov.across
+        if e is None or across is None or (e[0], e[1]) != (facts.module, cast.scope):
+            return None
+        callers = across.callers_passing((e[0], e[1]), e[2])
+        return ((e[0], e[1]), e[2], callers) if callers else None
+
+    def _once(self, facts: FileFacts, cast: Cast, origin: Origin,
+              passing: tuple[Node, str, list[Node]] | None) -> str | None:
+        """What makes the cast run once (:func:`once_reason`), or, for a buffer that comes in through a
+        parameter, that only once-functions (a loader, ``__init__``) hand it a whole one."""
+        why = once_reason(self.rules, cast, origin.path, _decorators(facts, cast))
+        if why is not None or passing is None:
+            return why
+        _, param, callers = passing
+        parts = [once_function(self.rules, c[1]) for c in callers]
+        if any(p is None for p in parts):
+            return None
+        who = label(callers[0]) + (f" (and {len(callers) - 1} more)" if len(callers) > 1 else "")
+        return (f"only {who} hands it a whole buffer for {param}, and {parts[0]} is an initialisation or "
+                "loading function (once.functions)")
+
+    def _hot(self, facts: FileFacts, cast: Cast, origin: Origin,
+             passing: tuple[Node, str, list[Node]] | None) -> tuple[tuple[str, ...] | None, Origin, Stop | None]:
+        """The hot path, the origin it goes with, and the stop when there is none.
+
+        A buffer read in the cast's function is hot when the function is. One that comes in through a
+        parameter is whole only when a caller that hands a whole buffer runs the function, so the path
+        must go through such a caller (one reached from an entry point, not a once-function): a helper
+        that a loader hands the whole weight and ``forward`` a per-batch tensor casts a whole buffer
+        once, not per step. The provenance then reads through the caller the path goes through.
+        """
+        if passing is None:
+            hot = self.graph.hot_path((facts.module, cast.scope)) if cast.scope else None
+            where = f"{facts.module}.{cast.scope}" if cast.scope else f"module level of {facts.module}"
+            return hot, origin, None if hot else Stop("cold", f"no entry point reaches {where}")
+        node, param, callers = passing
+        live = [c for c in callers if once_function(self.rules, c[1]) is None]
+        across = self.prov.across
+        assert across is not None and origin.entry is not None
+        kind = self.rules.buffers[origin.kind]
+        for c in live:
+            path = self.graph.hot_path(c)
+            if not path:
+                continue
+            via = across.via(node, param, c)
+            if via is None or via.kind != origin.kind or kind.excluded(via.names, via.classes):
+                continue
+            got = Origin(via.kind, via.path, (*origin.hops[:origin.entry[3]], *via.hops), via.names, via.classes,
+                         origin.entry)
+            return (*path, label(node)), got, None
+        who = ", ".join(label(c) for c in live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
+        return None, origin, Stop("cold", f"no entry point reaches a caller that hands {label(node)} a whole "
+                                  f"buffer for {param} ({who})")
 
     def check(self, facts: FileFacts, root: str, explain: bool = False) -> list[Finding]:
         """The findings of one file; with ``explain``, an :class:`Explanation` of each cast in :attr:`explanations`."""
@@ -253,7 +320,8 @@ class Checker:
                explain: bool = False) -> tuple[Finding | None, _Verdict]:
         """The finding of the first rule that matches; with ``explain``, also name the later ones it shadows."""
         why += [f"provenance: {h}" for h in origin.hops]
-        once_why = once_reason(self.rules, cast, origin.path, _decorators(facts, cast))
+        passing = self._passing(facts, cast, origin)
+        once_why = self._once(facts, cast, origin, passing)
         once = once_why is not None
         why.append(f"runs once: {once_why}" if once_why else
                    "runs on every call (no once function, memo decorator, memo guard or store back)")
@@ -265,13 +333,14 @@ class Checker:
         for rule in self._applicable(cast, origin, once):
             if rule.hot is not None:
                 if not hot_known:
-                    hot = self.graph.hot_path((facts.module, cast.scope)) if cast.scope else None
+                    hot, through, cold = self._hot(facts, cast, origin, passing)
                     hot_known = True
+                    if through is not origin:
+                        why += [f"provenance through that caller: {h}" for h in through.hops]
+                        origin = through
                     if hot:
                         why.append(f"hot path: {' -> '.join(hot)}")
-                    else:
-                        where = f"{facts.module}.{cast.scope}" if cast.scope else f"module level of {facts.module}"
-                        cold = Stop("cold", f"no entry point reaches {where}")
+                    elif cold is not None:
                         why.append(f"cold: {cold.detail}")
                 if rule.hot != (hot is not None):
                     continue

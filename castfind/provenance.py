@@ -94,6 +94,11 @@ class Origin:
     ``classes`` the classes of the object that holds the buffer when the file says (the class of
     ``self``; for ``self.norm.weight``, the classes ``self.norm`` is constructed from in that class).
     The buffer kind's ``exclude`` patterns are matched against these, never against the function.
+
+    ``entry``: when the buffer came in through a parameter of the function the walk started in,
+    ``(module, function, parameter, hops before that crossing)`` (None when it is read there): the
+    cast is whole only when one of the callers that pass a whole buffer for that parameter runs it
+    (:mod:`castfind.checker` judges hot and once on those callers, not on the function alone).
     """
 
     kind: str
@@ -101,6 +106,16 @@ class Origin:
     hops: tuple[str, ...]
     names: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
+    entry: tuple[str, str, str, int] | None = None
+
+
+def once_function(rules: RuleSet, qualname: str) -> str | None:
+    """The part of ``qualname`` (a function, or one it is nested in) that ``once.functions`` names: an
+    initialisation, loading or capture function runs once per model, not per step. None: no part does."""
+    for part in qualname.split("."):
+        if part != "<locals>" and rules.is_once_function(part):
+            return part
+    return None
 
 
 def split_axis(call: Call, method: str, skip: int = 0) -> Expr | None:
@@ -127,10 +142,15 @@ class AcrossCalls(Protocol):
     on the caller's side first (``caller.py:L passes X as name``), or None. ``derived``: when
     ``call`` returns a full-size derivation of one of its arguments (a helper that casts, views or
     dequantizes its argument and returns it), that argument expression and a hop that says so.
-    ``depth`` counts the function boundaries crossed so far.
+    ``depth`` counts the function boundaries crossed so far. ``callers_passing``: the functions that hand
+    parameter ``name`` of function ``node`` a whole buffer; ``via``: the buffer one of them hands it.
     """
 
     def parameter(self, facts: FileFacts, scope: str, name: str, depth: int) -> Origin | None: ...
+
+    def callers_passing(self, node: tuple[str, str], name: str) -> list[tuple[str, str]]: ...
+
+    def via(self, node: tuple[str, str], name: str, caller: tuple[str, str]) -> Origin | None: ...
 
     def derived(self, facts: FileFacts, scope: str, call: Call, line: int, depth: int) -> tuple[Expr, str] | None: ...
 
@@ -361,7 +381,8 @@ class Provenance:
         if outer is None:
             return _stop("parameter", f"{name} is a parameter of {scope}: no caller castfind sees passes a whole "
                          "buffer for it", hops)
-        return Origin(outer.kind, outer.path, (*hops, *outer.hops), outer.names, outer.classes)
+        return Origin(outer.kind, outer.path, (*hops, *outer.hops), outer.names, outer.classes,
+                      (facts.module, scope, name, len(hops)))
 
     @staticmethod
     def int_parameter(facts: FileFacts, scope: str, name: str) -> bool:

@@ -180,7 +180,7 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         facts = index.facts_of(sf)
         if facts.error is not None:
             return []
-        return list(dict.fromkeys((facts.module, c.scope) for c in facts.casts if checker.needs_hot(facts, c)))
+        return list(dict.fromkeys(n for c in facts.casts for n in checker.hot_starts(facts, c)))
 
     fresh = explain or stops  # every cast explained: the check is not a carried step
 

@@ -33,7 +33,7 @@ from functools import partial
 
 from castfind.callgraph import WEAK_FANOUT, CallGraph, Node
 from castfind.facts import Attr, Call, CallSite, Definition, Expr, FileFacts, Name, Subscript, from_dotted, render
-from castfind.provenance import SPLITS, VIEW_ATTRIBUTES, Origin, Provenance, enclosing_class
+from castfind.provenance import SPLITS, VIEW_ATTRIBUTES, Origin, Provenance, enclosing_class, once_function
 from castfind.receivers import receiver_of
 from castfind.resolve import Resolver
 
@@ -109,11 +109,29 @@ class Summaries:
         return self.r.tracker.cached(("passed", node, name, depth, self._generation),
                                      partial(self._parameter, node, name, depth), None)
 
-    def _parameter(self, node: Node, name: str, depth: int) -> Origin | None:
+    def callers_passing(self, node: Node, name: str) -> list[Node]:
+        """The functions with a call that hands a whole buffer to parameter ``name`` of ``node``: those
+        that run per step first, then the once-functions (a loader), each in name order. Calls from
+        outside the report scope do not count (:meth:`CallGraph.counts_as_caller`)."""
+        callers = {(h[3], h[4]) for h in self.handed.get((node, name), ()) if self.graph.counts_as_caller(h[3])}
+        return sorted(callers, key=lambda c: (once_function(self.prov.rules, c[1]) is not None, c))
+
+    def via(self, node: Node, name: str, caller: Node) -> Origin | None:
+        """The whole buffer ``caller`` hands to parameter ``name`` of ``node`` (the walk's hops on the
+        caller's side first), or None."""
+        return self.r.tracker.cached(("passed-by", node, name, caller, self._generation),
+                                     partial(self._parameter, node, name, 0, caller), None)
+
+    def _parameter(self, node: Node, name: str, depth: int, caller: Node | None = None) -> Origin | None:
         fn = self.r.definitions(node[0]).get(node[1])
         if fn is None or fn.kind == "class":
             return None
-        for _, _, _, cmod, cscope, line, func in sorted(self.handed.get((node, name), ())):
+        order = {c: i for i, c in enumerate(self.callers_passing(node, name))}
+        handed = sorted((h for h in self.handed.get((node, name), ()) if (h[3], h[4]) in order),
+                        key=lambda h: (order[(h[3], h[4])], h))
+        for _, _, _, cmod, cscope, line, func in handed:
+            if caller is not None and (cmod, cscope) != caller:
+                continue
             cfacts = self.r.modules.facts(cmod)
             if cfacts is None:
                 continue

@@ -179,6 +179,28 @@ def test_a_call_from_a_test_does_not_make_production_code_hot(tmp_path: Path, pr
     assert [(f.path, f.rule) for f in every if f.path == "python/app/pool.py"] == [("python/app/pool.py", "CF101")]
 
 
+def test_a_whole_buffer_a_test_hands_to_production_code_does_not_count(tmp_path: Path) -> None:
+    files = {
+        "python/app/__init__.py": "",
+        # The production forward hands the helper a per-batch tensor.
+        "python/app/quant.py": ("def dequant(w):\n    return w.float()\n\n\n"
+                                "class Attention:\n    def forward(self, x):\n        return dequant(x)\n"),
+        # A test hands it a whole weight (and casts a bias itself, so it is read for whole buffers).
+        "test/test_quant.py": ("from app.quant import dequant\n\n\n"
+                               "def test_dequant(layer):\n    ref = layer.bias.float()\n"
+                               "    assert dequant(layer.weight).dtype == ref.dtype\n"),
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    whole = api.scan([str(tmp_path)], use_cache=False, jobs=1).report
+    part = api.scan([str(tmp_path / "python")], use_cache=False, jobs=1).report
+    assert whole.findings == part.findings == ()
+    # With --include-tests the test's call counts: a whole weight, but the test is no per-step path.
+    every = api.scan([str(tmp_path)], use_cache=False, jobs=1, include_tests=True).report.findings
+    assert [(f.path, f.rule) for f in every if f.path == "python/app/quant.py"] == [("python/app/quant.py", "CF104")]
+
+
 def test_every_package_of_a_checkout_is_found_and_named_right() -> None:
     files = discover([str(CHECKOUT)])
     modules = {sf.path: sf.module for sf in files}

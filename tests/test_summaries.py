@@ -124,3 +124,24 @@ def test_a_warm_scan_follows_an_edit_in_the_caller(tmp_path: Path) -> None:
     _edit(root / "callpkg" / "backend.py", "out = attend(q, cache, layer.scale)", "out = attend(q, cache[loc], layer.scale)")
     warm, fresh = both()
     assert warm == fresh and ("CF101", "callpkg/kernels.py", 13) not in warm
+
+
+def test_hot_and_whole_come_from_the_same_caller(findings: list) -> None:
+    """A parameter's cast is judged on the callers that hand it a whole buffer, not on its function alone."""
+    widen = next(f for f in findings if f.function == "widen")
+    # forward_decode calls widen (so widen is on a hot path), but with a per-batch tensor; only the
+    # loader hands it the whole weight: the whole cast runs once.
+    assert (widen.rule, widen.hot_path) == ("CF103", ())
+    assert widen.provenance[0].startswith("callpkg/backend.py:") and "Backend.load_weights passes" in widen.provenance[0]
+    gather = next(f for f in findings if f.function == "gather_dequant")
+    # Two callers hand it the pool; the one on the hot path is the one the provenance names.
+    assert gather.rule == "CF101"
+    assert gather.hot_path == ("callpkg.backend.Backend.forward_decode", "callpkg.kernels.gather_dequant")
+    assert "Backend.forward_decode passes cache as t of gather_dequant" in gather.provenance[0]
+
+
+def test_explain_names_the_callers_when_only_a_loader_hands_the_buffer() -> None:
+    out = api_scan([str(FIX)], use_cache=False, jobs=1, explain=True)
+    why = next(e for e in out.explanations.values() if e.function == "to_compute")
+    assert why.once == ("only callpkg.backend.Backend.load_weights hands it a whole buffer for t, and load_weights "
+                        "is an initialisation or loading function (once.functions)")
