@@ -23,7 +23,16 @@ from typing import Any
 
 from castfind.callgraph import CallGraph, Node, label
 from castfind.facts import Cast, Const, Expr, FileFacts, Other, dotted, render
-from castfind.provenance import STOP_REASONS, Origin, Provenance, Stop, StopReason, buffer_names, once_function
+from castfind.provenance import (
+    MAX_CALLS,
+    STOP_REASONS,
+    Origin,
+    Provenance,
+    Stop,
+    StopReason,
+    buffer_names,
+    once_function,
+)
 from castfind.rules import Rule, RuleSet, identifier_tokens
 from castfind.types import Finding
 
@@ -202,77 +211,137 @@ class Checker:
 
     def hot_starts(self, facts: FileFacts, cast: Cast) -> list[Node]:
         """The functions whose hot paths judging this cast may ask for: its own function, or, when the
-        whole buffer comes in through its parameter, the callers that hand it one and run per step."""
+        whole buffer comes in through its parameter, the callers that hand it one and run per step
+        (through their own parameters, up to :data:`~castfind.provenance.MAX_CALLS` calls out)."""
         if not cast.scope or cast.method not in self.rules.cast_methods() or cast_dtype(self.rules, cast) is None:
             return []
         origin = self.origin_of(facts, cast)
         if origin is None:
             return []
         passing = self._passing(facts, cast, origin)
-        if not any(r.hot is not None for r in self._applicable(cast, origin, self._once(facts, cast, origin, passing)
-                                                                   is not None)):
-            return []
+        once = self._once(facts, cast, origin, passing) is not None
         if passing is None:
-            return [(facts.module, cast.scope)]
-        return [c for c in passing[2] if once_function(self.rules, c[1]) is None]
+            asks = any(r.hot is not None for r in self._applicable(cast, origin, once))
+            return [(facts.module, cast.scope)] if asks else []
+        # The buffer kind that decides the rules is the one the chosen caller hands: any rule may ask.
+        if not any(r.hot is not None and cast.method in r.cast and (r.once is None or r.once == once)
+                   for r in self.rules.rules):
+            return []
+        return list(dict.fromkeys(self._reach_starts(passing[0], passing[1], 0)))
 
-    def _passing(self, facts: FileFacts, cast: Cast, origin: Origin) -> tuple[Node, str, list[Node]] | None:
-        """When the whole buffer comes in through a parameter of the cast's own function: that function,
-        the parameter and the callers that hand it a whole buffer for it (per-step ones first)."""
+    def _passing(self, facts: FileFacts, cast: Cast, origin: Origin) -> tuple[Node, str] | None:
+        """When the whole buffer comes in through a parameter of the cast's own function: that function
+        and the parameter (the callers that hand it a whole buffer decide hot and once). Not for an
+        entry point: the framework runs it per step with arguments castfind does not see."""
         e = origin.entry
         across = self.prov.across
-        if e is None or across is None or (e[0], e[1]) != (facts.module, cast.scope):
-            return None
-        callers = across.callers_passing((e[0], e[1]), e[2])
-        return ((e[0], e[1]), e[2], callers) if callers else None
+        if e is None or across is None or (e[0], e[1]) != (facts.module, cast.scope) or self.rules.is_entry(e[1]):
+            return None  # an entry point runs per step whoever calls it: its own hot path decides
+        return ((e[0], e[1]), e[2]) if across.callers_passing((e[0], e[1]), e[2]) else None
 
-    def _once(self, facts: FileFacts, cast: Cast, origin: Origin,
-              passing: tuple[Node, str, list[Node]] | None) -> str | None:
+    def _once(self, facts: FileFacts, cast: Cast, origin: Origin, passing: tuple[Node, str] | None) -> str | None:
         """What makes the cast run once (:func:`once_reason`), or, for a buffer that comes in through a
         parameter, that only once-functions (a loader, ``__init__``) hand it a whole one."""
         why = once_reason(self.rules, cast, origin.path, _decorators(facts, cast))
         if why is not None or passing is None:
             return why
-        _, param, callers = passing
-        parts = [once_function(self.rules, c[1]) for c in callers]
-        if any(p is None for p in parts):
+        return self._only_once(passing[0], passing[1], 0)
+
+    def _only_once(self, node: Node, param: str, depth: int) -> str | None:
+        """Why every caller that hands ``param`` of ``node`` a whole buffer runs once, or None when one
+        runs per step. A caller that got the buffer through its own parameter is judged on its callers."""
+        across = self.prov.across
+        assert across is not None
+        callers = across.callers_passing(node, param)
+        for c in callers:
+            if once_function(self.rules, c[1]) is not None:
+                continue
+            inner = self._inner_entry(node, param, c, depth)
+            if inner is not None and self._only_once(inner[0], inner[1], depth + 1) is not None:
+                continue
             return None
-        who = label(callers[0]) + (f" (and {len(callers) - 1} more)" if len(callers) > 1 else "")
-        return (f"only {who} hands it a whole buffer for {param}, and {parts[0]} is an initialisation or "
-                "loading function (once.functions)")
+        first = callers[0]
+        who = label(first) + (f" (and {len(callers) - 1} more)" if len(callers) > 1 else "")
+        part = once_function(self.rules, first[1])
+        what = f"{part} is an initialisation or loading function" if part else "it is handed one only by such functions"
+        return f"only {who} hands it a whole buffer for {param}, and {what} (once.functions)"
+
+    def _inner_entry(self, node: Node, param: str, caller: Node, depth: int) -> tuple[Node, str] | None:
+        """When ``caller`` hands ``param`` of ``node`` a buffer that came in through its own parameter
+        (and one more call out is allowed): that caller and parameter."""
+        across = self.prov.across
+        assert across is not None
+        if depth + 1 >= MAX_CALLS or self.rules.is_entry(caller[1]):
+            return None  # an entry point runs per step whoever hands it the buffer
+        via = across.via(node, param, caller)
+        e = via.entry if via is not None else None
+        if e is None or (e[0], e[1]) != caller or not across.callers_passing(caller, e[2]):
+            return None
+        return caller, e[2]
+
+    def _reach_starts(self, node: Node, param: str, depth: int) -> list[Node]:
+        """The functions :meth:`_reach` may ask a hot path of (for the prefetch)."""
+        across = self.prov.across
+        assert across is not None
+        out: list[Node] = []
+        for c in across.callers_passing(node, param):
+            if once_function(self.rules, c[1]) is not None:
+                continue
+            inner = self._inner_entry(node, param, c, depth)
+            out += self._reach_starts(inner[0], inner[1], depth + 1) if inner is not None else [c]
+        return out
+
+    def _reach(self, node: Node, param: str, depth: int) -> tuple[tuple[str, ...], Origin] | None:
+        """A hot path into ``node`` through a caller that hands ``param`` a whole buffer, and the buffer
+        it hands (hops from that call on), or None. Callers that run per step are tried in order; one
+        that got the buffer through its own parameter is followed to its callers in turn (a helper
+        that ``forward`` hands a per-batch tensor and a loader the whole weight does not count)."""
+        across = self.prov.across
+        assert across is not None
+        for c in across.callers_passing(node, param):
+            if once_function(self.rules, c[1]) is not None:
+                continue
+            via = across.via(node, param, c)
+            if via is None:
+                continue
+            inner = self._inner_entry(node, param, c, depth)
+            if inner is not None:
+                got = self._reach(inner[0], inner[1], depth + 1)
+                if got is None:
+                    continue
+                inner_path, outer = got
+                cut = via.entry[3] if via.entry is not None else len(via.hops)
+                via = Origin(outer.kind, outer.path, (*via.hops[:cut], *outer.hops), outer.names, outer.classes)
+                return (*inner_path, label(node)), via
+            if self.rules.buffers[via.kind].excluded(via.names, via.classes):
+                continue
+            hot = self.graph.hot_path(c)
+            if hot:
+                return (*hot, label(node)), via
+        return None
 
     def _hot(self, facts: FileFacts, cast: Cast, origin: Origin,
-             passing: tuple[Node, str, list[Node]] | None) -> tuple[tuple[str, ...] | None, Origin, Stop | None]:
+             passing: tuple[Node, str] | None) -> tuple[tuple[str, ...] | None, Origin, Stop | None]:
         """The hot path, the origin it goes with, and the stop when there is none.
 
         A buffer read in the cast's function is hot when the function is. One that comes in through a
-        parameter is whole only when a caller that hands a whole buffer runs the function, so the path
-        must go through such a caller (one reached from an entry point, not a once-function): a helper
-        that a loader hands the whole weight and ``forward`` a per-batch tensor casts a whole buffer
-        once, not per step. The provenance then reads through the caller the path goes through.
+        parameter is whole only when a caller that hands it a whole buffer runs the function, so the
+        path must go through such a caller (:meth:`_reach`), and the provenance is the one that caller's
+        call gives (its buffer kind decides the rules).
         """
         if passing is None:
             hot = self.graph.hot_path((facts.module, cast.scope)) if cast.scope else None
             where = f"{facts.module}.{cast.scope}" if cast.scope else f"module level of {facts.module}"
             return hot, origin, None if hot else Stop("cold", f"no entry point reaches {where}")
-        node, param, callers = passing
-        live = [c for c in callers if once_function(self.rules, c[1]) is None]
-        across = self.prov.across
-        assert across is not None and origin.entry is not None
-        kind = self.rules.buffers[origin.kind]
-        for c in live:
-            path = self.graph.hot_path(c)
-            if not path:
-                continue
-            via = across.via(node, param, c)
-            if via is None or via.kind != origin.kind or kind.excluded(via.names, via.classes):
-                continue
-            got = Origin(via.kind, via.path, (*origin.hops[:origin.entry[3]], *via.hops), via.names, via.classes,
-                         origin.entry)
-            return (*path, label(node)), got, None
-        who = ", ".join(label(c) for c in live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
-        return None, origin, Stop("cold", f"no entry point reaches a caller that hands {label(node)} a whole "
-                                  f"buffer for {param} ({who})")
+        node, param = passing
+        got = self._reach(node, param, 0)
+        if got is not None:
+            path, via = got
+            assert origin.entry is not None
+            return path, Origin(via.kind, via.path, (*origin.hops[:origin.entry[3]], *via.hops), via.names,
+                                via.classes, origin.entry), None
+        return None, origin, Stop("cold", f"no entry point reaches a caller that hands {label(node)} a whole buffer "
+                                  f"for {param} and runs per step")
 
     def check(self, facts: FileFacts, root: str, explain: bool = False) -> list[Finding]:
         """The findings of one file; with ``explain``, an :class:`Explanation` of each cast in :attr:`explanations`."""
@@ -304,7 +373,7 @@ class Checker:
     def _explain(self, facts: FileFacts, cast: Cast, dtype: str | None, got: Origin | Stop | None, verdict: _Verdict,
                  why: list[str]) -> None:
         operand = self.operand_of(cast)
-        hops = got.hops if got is not None else ()
+        hops = verdict.hops if verdict.hops is not None else got.hops if got is not None else ()
         stop = got if isinstance(got, Stop) else None
         e = Explanation(
             path=facts.path, line=cast.line, column=cast.column, expr=cast.text, function=cast.scope or "<module>",
@@ -328,20 +397,28 @@ class Checker:
         hot: tuple[str, ...] | None = None
         cold: Stop | None = None
         hot_known = False
+
+        def settle() -> None:
+            nonlocal hot, cold, hot_known, origin
+            hot, through, cold = self._hot(facts, cast, origin, passing)
+            hot_known = True
+            if through.hops != origin.hops:
+                assert origin.entry is not None
+                why.extend(f"provenance through that caller: {h}" for h in through.hops[origin.entry[3]:])
+                origin = through
+            if hot:
+                why.append(f"hot path: {' -> '.join(hot)}")
+            elif cold is not None:
+                why.append(f"cold: {cold.detail}")
+
+        if passing is not None and not once:
+            settle()  # the caller that runs it decides the buffer, so its kind decides the rules
         matched: list[Rule] = []
         win_hot: tuple[str, ...] | None = None  # as known when the first rule matched: the finding's hot path
         for rule in self._applicable(cast, origin, once):
             if rule.hot is not None:
                 if not hot_known:
-                    hot, through, cold = self._hot(facts, cast, origin, passing)
-                    hot_known = True
-                    if through is not origin:
-                        why += [f"provenance through that caller: {h}" for h in through.hops]
-                        origin = through
-                    if hot:
-                        why.append(f"hot path: {' -> '.join(hot)}")
-                    elif cold is not None:
-                        why.append(f"cold: {cold.detail}")
+                    settle()
                 if rule.hot != (hot is not None):
                     continue
             if not matched:
@@ -349,7 +426,7 @@ class Checker:
             matched.append(rule)
             if not explain:
                 break
-        verdict = _Verdict(once_why, hot or None, cold, matched[0].id if matched else None)
+        verdict = _Verdict(once_why, hot or None, cold, matched[0].id if matched else None, origin.hops)
         if not matched:
             why.append("no rule matches this combination (its buffer kind, once-ness and hot path)")
             return None, verdict
@@ -392,6 +469,8 @@ class _Verdict:
     hot: tuple[str, ...] | None = None
     cold: Stop | None = None
     rule: str | None = None
+    #: The provenance judged: through the caller on the hot path when a parameter's callers decided it.
+    hops: tuple[str, ...] | None = None
 
 
 # --------------------------------------------------------------------------- --stops

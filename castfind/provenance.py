@@ -57,6 +57,9 @@ VIEW_ATTRIBUTES = ("T", "mT", "H", "mH")
 
 #: Methods that cut a tensor into pieces along one axis: the position of their axis argument (its name is
 #: ``dim``). They keep each piece whole only along a non-token axis (see the module docstring).
+#: How many function boundaries (parameters or helper results) one provenance walk may cross.
+MAX_CALLS = 2
+
 SPLITS = {"split": 1, "chunk": 1, "unbind": 0, "tensor_split": 1, "split_with_sizes": 1}
 
 
@@ -66,7 +69,8 @@ SPLITS = {"split": 1, "chunk": 1, "unbind": 0, "tensor_split": 1, "split_with_si
 #: ``batch-slice`` (a range of the first axis), ``token-split`` (split/chunk along axis 0 or an unknown axis),
 #: ``no-assignment`` (a name not assigned in its function and no parameter: a global, a loop or ``with``
 #: target), ``step-limit``, ``other``. From the checker: ``excluded`` (the kind's ``exclude`` pattern matched
-#: the buffer) and ``cold`` (a rule asks for a hot path and no entry point reaches the function).
+#: the buffer) and ``cold`` (a rule asks for a hot path and no entry point reaches the function, or, for a
+#: buffer handed in through a parameter, no caller that hands it one and runs per step).
 StopReason = Literal["parameter", "unknown-call", "unresolved-attribute", "gather-index", "batch-slice",
                      "token-split", "no-assignment", "step-limit", "excluded", "cold", "other"]
 
@@ -379,8 +383,8 @@ class Provenance:
         assert self.across is not None
         outer = self.across.parameter(facts, scope, name, depth)
         if outer is None:
-            return _stop("parameter", f"{name} is a parameter of {scope}: no caller castfind sees passes a whole "
-                         "buffer for it", hops)
+            return _stop("parameter", f"{name} is a parameter of {scope}: no caller castfind sees in the report "
+                         "scope passes a whole buffer for it", hops)
         return Origin(outer.kind, outer.path, (*hops, *outer.hops), outer.names, outer.classes,
                       (facts.module, scope, name, len(hops)))
 

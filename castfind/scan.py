@@ -193,8 +193,9 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
 
     # Parse the candidates that no carried result covers in one parallel batch, then load the call
     # graph's files level by level (also in batches) before the sequential searches ask for them.
-    # A file's findings depend on the handoffs into it (whole buffers its callers pass): part of the key.
-    keys = {sf.abspath: (sf.abspath, getters, _digest(summaries.handed_to(sf.module))) for sf in candidates}
+    # A file's findings depend on the handoffs into it (whole buffers its callers pass) and into their
+    # callers (who hands those callers the buffer decides whether they run it per step): part of the key.
+    keys = {sf.abspath: (sf.abspath, getters, _digest(summaries.handed_near(sf.module))) for sf in candidates}
     index.load_files([sf for sf in candidates if fresh or not memo.has(("check", *keys[sf.abspath]))])
     graph.prefetch(dict.fromkeys(n for sf in candidates for n in memo.step(("starts", *keys[sf.abspath]),
                                                                           partial(starts_of, sf))))

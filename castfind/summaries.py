@@ -13,7 +13,10 @@ function boundaries stop that walk, and this module carries it over both (it is 
   handoff reaches is a whole-buffer cast; the provenance then reads ``caller.py:L Cls.forward passes
   self.conv1d.weight.view(...) as conv_weights of Cls._forward_decode`` and goes on in the caller.
   Parameters no handoff reaches are not searched through every caller (a ``forward``'s ``x`` has
-  hundreds): only calls that pass whole buffers can make a parameter whole.
+  hundreds): only calls that pass whole buffers can make a parameter whole. Calls from outside the
+  report scope hand nothing that counts; the callers that run per step are tried first (then the
+  once-functions), and a buffer the kind's ``exclude`` takes out only when no caller hands another.
+  Which of those callers runs the function decides hot and once (:mod:`castfind.checker`).
 - **A helper's result.** ``x = unpack(pool.kv); x.float()``: when every ``return`` of the called
   function is a *full-size derivation* of one of its parameters — the parameter itself through
   views (``view``, ``reshape``, ``.T``, ...), whole-keeping indexes and casts (``.to(...)``,
@@ -28,17 +31,18 @@ them changed.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from functools import partial
 
 from castfind.callgraph import WEAK_FANOUT, CallGraph, Node
 from castfind.facts import Attr, Call, CallSite, Definition, Expr, FileFacts, Name, Subscript, from_dotted, render
-from castfind.provenance import SPLITS, VIEW_ATTRIBUTES, Origin, Provenance, enclosing_class, once_function
+from castfind.provenance import MAX_CALLS, SPLITS, VIEW_ATTRIBUTES, Origin, Provenance, enclosing_class, once_function
 from castfind.receivers import receiver_of
 from castfind.resolve import Resolver
 
-#: How many function boundaries (parameters or helper results) one provenance walk may cross.
-MAX_CALLS = 2
+_RUNS = itertools.count()
+
 _MAX_STEPS = 24
 
 
@@ -87,6 +91,8 @@ class Summaries:
         self.prov = provenance
         self.handed: dict[tuple[Node, str], list[Handoff]] = {}
         self._generation = 0
+        # The tracker's answers outlive one scan of an index; this scan's handoffs (and scope) are its own.
+        self._run = next(_RUNS)
         self._casts = {name for name, spec in provenance.rules.casts.items() if spec.operand == "receiver"}
         self._views = set(provenance.rules.views)
 
@@ -101,12 +107,20 @@ class Summaries:
         """Every handoff into a function of ``module`` (what its casts' provenance may cross), sorted."""
         return tuple(sorted(h for hs in self.handed.values() for h in hs if h[0] == module))
 
+    def handed_near(self, module: str) -> tuple[Handoff, ...]:
+        """The handoffs into ``module`` and into the modules of their callers: what judging ``module``'s
+        casts may read (a caller that got the buffer through its own parameter is judged on its
+        callers, :data:`MAX_CALLS` calls out), so a carried check of ``module`` depends on all of them."""
+        own = self.handed_to(module)
+        near = {h[3] for h in own} - {module}
+        return tuple(sorted({*own, *(h for m in near for h in self.handed_to(m))}))
+
     # -- parameters: what the callers pass ------------------------------------------------------
     def parameter(self, facts: FileFacts, scope: str, name: str, depth: int) -> Origin | None:
         if depth >= MAX_CALLS or name in ("self", "cls") or ((facts.module, scope), name) not in self.handed:
             return None
         node = (facts.module, scope)
-        return self.r.tracker.cached(("passed", node, name, depth, self._generation),
+        return self.r.tracker.cached(("passed", self._run, node, name, depth, self._generation),
                                      partial(self._parameter, node, name, depth), None)
 
     def callers_passing(self, node: Node, name: str) -> list[Node]:
@@ -119,7 +133,7 @@ class Summaries:
     def via(self, node: Node, name: str, caller: Node) -> Origin | None:
         """The whole buffer ``caller`` hands to parameter ``name`` of ``node`` (the walk's hops on the
         caller's side first), or None."""
-        return self.r.tracker.cached(("passed-by", node, name, caller, self._generation),
+        return self.r.tracker.cached(("passed-by", self._run, node, name, caller, self._generation),
                                      partial(self._parameter, node, name, 0, caller), None)
 
     def _parameter(self, node: Node, name: str, depth: int, caller: Node | None = None) -> Origin | None:
@@ -129,6 +143,7 @@ class Summaries:
         order = {c: i for i, c in enumerate(self.callers_passing(node, name))}
         handed = sorted((h for h in self.handed.get((node, name), ()) if (h[3], h[4]) in order),
                         key=lambda h: (order[(h[3], h[4])], h))
+        excluded: Origin | None = None  # a buffer the kind's `exclude` takes out: used when no other is handed
         for _, _, _, cmod, cscope, line, func in handed:
             if caller is not None and (cmod, cscope) != caller:
                 continue
@@ -144,8 +159,13 @@ class Summaries:
                 o = self.prov.origin(cfacts, cscope, arg, line, depth + 1)
                 if o is not None:
                     hop = f"{cfacts.path}:{line} {cscope} passes {render(arg)} as {name} of {node[1]}"
-                    return Origin(o.kind, o.path, (hop, *o.hops), o.names, o.classes)
-        return None
+                    # `entry` now says where the caller's own walk crossed into *its* parameter, if it did.
+                    entry = None if o.entry is None else (*o.entry[:3], o.entry[3] + 1)
+                    got = Origin(o.kind, o.path, (hop, *o.hops), o.names, o.classes, entry)
+                    if not self.prov.rules.buffers[o.kind].excluded(o.names, o.classes):
+                        return got
+                    excluded = excluded or got
+        return excluded
 
     # -- going forward: the calls that hand a whole buffer on ------------------------------------
     def handoffs(self, facts: FileFacts) -> list[Handoff]:

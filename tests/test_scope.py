@@ -179,18 +179,20 @@ def test_a_call_from_a_test_does_not_make_production_code_hot(tmp_path: Path, pr
     assert [(f.path, f.rule) for f in every if f.path == "python/app/pool.py"] == [("python/app/pool.py", "CF101")]
 
 
+HANDED_BY_A_TEST = {
+    "python/app/__init__.py": "",
+    # The production forward hands the helper a per-batch tensor.
+    "python/app/quant.py": ("def dequant(w):\n    return w.float()\n\n\n"
+                            "class Attention:\n    def forward(self, x):\n        return dequant(x)\n"),
+    # A test hands it a whole weight (and casts a bias itself, so it is read for whole buffers).
+    "test/test_quant.py": ("from app.quant import dequant\n\n\n"
+                           "def test_dequant(layer):\n    ref = layer.bias.float()\n"
+                           "    assert dequant(layer.weight).dtype == ref.dtype\n"),
+}
+
+
 def test_a_whole_buffer_a_test_hands_to_production_code_does_not_count(tmp_path: Path) -> None:
-    files = {
-        "python/app/__init__.py": "",
-        # The production forward hands the helper a per-batch tensor.
-        "python/app/quant.py": ("def dequant(w):\n    return w.float()\n\n\n"
-                                "class Attention:\n    def forward(self, x):\n        return dequant(x)\n"),
-        # A test hands it a whole weight (and casts a bias itself, so it is read for whole buffers).
-        "test/test_quant.py": ("from app.quant import dequant\n\n\n"
-                               "def test_dequant(layer):\n    ref = layer.bias.float()\n"
-                               "    assert dequant(layer.weight).dtype == ref.dtype\n"),
-    }
-    for rel, text in files.items():
+    for rel, text in HANDED_BY_A_TEST.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     whole = api.scan([str(tmp_path)], use_cache=False, jobs=1).report
@@ -199,6 +201,24 @@ def test_a_whole_buffer_a_test_hands_to_production_code_does_not_count(tmp_path:
     # With --include-tests the test's call counts: a whole weight, but the test is no per-step path.
     every = api.scan([str(tmp_path)], use_cache=False, jobs=1, include_tests=True).report.findings
     assert [(f.path, f.rule) for f in every if f.path == "python/app/quant.py"] == [("python/app/quant.py", "CF104")]
+
+
+def test_two_scans_of_one_index_with_other_scopes_do_not_share_answers(tmp_path: Path) -> None:
+    """The resolver's per-index answers outlive a scan; what callers hand is each scan's own."""
+    from castfind.index import Index
+    from castfind.rules import load_rules
+    from castfind.scan import scan
+
+    for rel, text in HANDED_BY_A_TEST.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    index = Index(discover([str(tmp_path)]), jobs=1)
+    scoped = scan(index, load_rules(), report_exclude=DEFAULT_REPORT_EXCLUDE).findings
+    every = scan(index, load_rules()).findings
+    fresh = scan(Index(discover([str(tmp_path)]), jobs=1), load_rules()).findings
+    assert [f.rule for f in scoped if f.path == "python/app/quant.py"] == []
+    assert [(f.path, f.rule) for f in every] == [(f.path, f.rule) for f in fresh]
+    assert ("python/app/quant.py", "CF104") in [(f.path, f.rule) for f in every]
 
 
 def test_every_package_of_a_checkout_is_found_and_named_right() -> None:

@@ -145,3 +145,45 @@ def test_explain_names_the_callers_when_only_a_loader_hands_the_buffer() -> None
     why = next(e for e in out.explanations.values() if e.function == "to_compute")
     assert why.once == ("only callpkg.backend.Backend.load_weights hands it a whole buffer for t, and load_weights "
                         "is an initialisation or loading function (once.functions)")
+
+
+def _one_file(tmp_path: Path, text: str) -> list:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text(text)
+    return list(api_scan([str(tmp_path)], use_cache=False, jobs=1).report.findings)
+
+
+def test_a_helper_two_calls_from_the_loader_runs_once(tmp_path: Path) -> None:
+    """widen <- prep <- load_weights (whole) and forward (per batch): prep is hot, but not with a whole buffer."""
+    got = _one_file(tmp_path, (
+        "def widen(t):\n    return t.float()\n\n\n"
+        "def prep(t):\n    return widen(t)\n\n\n"
+        "class Linear:\n"
+        "    def load_weights(self):\n        self.w32 = prep(self.proj.weight)\n\n"
+        "    def forward(self, x):\n        return x @ prep(x)\n"))
+    assert [(f.function, f.rule, f.hot_path) for f in got] == [("widen", "CF103", ())]
+
+
+@pytest.mark.parametrize("first", ["a_dump_kv", "a_norm"])
+def test_the_caller_on_the_hot_path_decides_the_buffer(tmp_path: Path, first: str) -> None:
+    """A cold caller first by name hands another kind (a kv pool) or an excluded buffer (a norm weight);
+    forward hands a whole weight: the weight rule fires, through forward."""
+    handed = "self.k_buffer" if first == "a_dump_kv" else "self.norm.weight"
+    got = _one_file(tmp_path, (
+        "import torch\n\n\n"
+        "def cast(t):\n    return t.to(torch.bfloat16)\n\n\n"
+        "class M:\n"
+        f"    def {first}(self):\n        return cast({handed})\n\n"
+        "    def forward(self, x):\n        return x @ cast(self.proj.weight)\n"))
+    assert [(f.function, f.rule, f.hot_path) for f in got] == [("cast", "CF102", ("pkg.m.M.forward", "pkg.m.cast"))]
+    assert got[0].provenance[0].startswith("pkg/m.py:13 M.forward passes self.proj.weight as t of cast")
+
+
+def test_an_entry_point_runs_per_step_whoever_hands_it_the_buffer(tmp_path: Path) -> None:
+    """forward_decode is called per step by the framework; only a warm-up call is visible: still hot."""
+    got = _one_file(tmp_path, (
+        "class Backend:\n"
+        "    def forward_decode(self, q, kv):\n        return q @ kv.float()\n\n"
+        "    def warmup(self):\n        return self.forward_decode(self.q, self.pool.get_kv_buffer(0))\n"))
+    assert [(f.function, f.rule) for f in got] == [("Backend.forward_decode", "CF101")]
