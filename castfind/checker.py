@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,7 +227,7 @@ class Checker:
         if not any(r.hot is not None and cast.method in r.cast and (r.once is None or r.once == once)
                    for r in self.rules.rules):
             return []
-        return list(dict.fromkeys(self._reach_starts(passing[0], passing[1], 0)))
+        return list(dict.fromkeys(leaf for leaf, _, _ in self._leaves(passing[0], passing[1])))
 
     def _passing(self, facts: FileFacts, cast: Cast, origin: Origin) -> tuple[Node, str] | None:
         """When the whole buffer comes in through a parameter of the cast's own function: that function
@@ -245,21 +245,16 @@ class Checker:
         why = once_reason(self.rules, cast, origin.path, _decorators(facts, cast))
         if why is not None or passing is None:
             return why
-        return self._only_once(passing[0], passing[1], 0)
+        return self._only_once(passing[0], passing[1])
 
-    def _only_once(self, node: Node, param: str, depth: int) -> str | None:
-        """Why every caller that hands ``param`` of ``node`` a whole buffer runs once, or None when one
-        runs per step. A caller that got the buffer through its own parameter is judged on its callers."""
+    def _only_once(self, node: Node, param: str) -> str | None:
+        """Why every caller that hands ``param`` of ``node`` a whole buffer runs once (no caller that runs
+        per step hands one, :meth:`_leaves`), or None when one does."""
+        if next(self._leaves(node, param), None) is not None:
+            return None
         across = self.prov.across
         assert across is not None
         callers = across.callers_passing(node, param)
-        for c in callers:
-            if once_function(self.rules, c[1]) is not None:
-                continue
-            inner = self._inner_entry(node, param, c, depth)
-            if inner is not None and self._only_once(inner[0], inner[1], depth + 1) is not None:
-                continue
-            return None
         first = callers[0]
         who = label(first) + (f" (and {len(callers) - 1} more)" if len(callers) > 1 else "")
         part = once_function(self.rules, first[1])
@@ -279,45 +274,38 @@ class Checker:
             return None
         return caller, e[2]
 
-    def _reach_starts(self, node: Node, param: str, depth: int) -> list[Node]:
-        """The functions :meth:`_reach` may ask a hot path of (for the prefetch)."""
-        across = self.prov.across
-        assert across is not None
-        out: list[Node] = []
-        for c in across.callers_passing(node, param):
-            if once_function(self.rules, c[1]) is not None:
-                continue
-            inner = self._inner_entry(node, param, c, depth)
-            out += self._reach_starts(inner[0], inner[1], depth + 1) if inner is not None else [c]
-        return out
-
-    def _reach(self, node: Node, param: str, depth: int) -> tuple[tuple[str, ...], Origin] | None:
-        """A hot path into ``node`` through a caller that hands ``param`` a whole buffer, and the buffer
-        it hands (hops from that call on), or None. Callers that run per step are tried in order; one
-        that got the buffer through its own parameter is followed to its callers in turn (a helper
-        that ``forward`` hands a per-batch tensor and a loader the whole weight does not count)."""
+    def _leaves(self, node: Node, param: str, depth: int = 0) -> Iterator[tuple[Node, Origin | None, tuple[Node, ...]]]:
+        """The callers that run per step (no once-function) and hand ``param`` of ``node`` a whole buffer,
+        in order, each with the buffer as it reaches ``node`` (hops from that call on; None when it cannot
+        be walked again) and the functions from there to ``node``. A caller that got the buffer through its
+        own parameter is replaced by its own such callers (a helper that ``forward`` hands a per-batch
+        tensor and a loader the whole weight has none). The one walk behind once, hot and the prefetch."""
         across = self.prov.across
         assert across is not None
         for c in across.callers_passing(node, param):
             if once_function(self.rules, c[1]) is not None:
                 continue
             via = across.via(node, param, c)
-            if via is None:
-                continue
             inner = self._inner_entry(node, param, c, depth)
-            if inner is not None:
-                got = self._reach(inner[0], inner[1], depth + 1)
-                if got is None:
-                    continue
-                inner_path, outer = got
-                cut = via.entry[3] if via.entry is not None else len(via.hops)
-                via = Origin(outer.kind, outer.path, (*via.hops[:cut], *outer.hops), outer.names, outer.classes)
-                return (*inner_path, label(node)), via
-            if self.rules.buffers[via.kind].excluded(via.names, via.classes):
+            if inner is None or via is None or via.entry is None:
+                yield c, via, (node,)
                 continue
-            hot = self.graph.hot_path(c)
+            cut = via.entry[3]
+            for leaf, outer, between in self._leaves(inner[0], inner[1], depth + 1):
+                got = None if outer is None else Origin(outer.kind, outer.path, (*via.hops[:cut], *outer.hops),
+                                                        outer.names, outer.classes)
+                yield leaf, got, (*between, node)
+
+    def _reach(self, node: Node, param: str) -> tuple[tuple[str, ...], Origin] | None:
+        """A hot path into ``node`` through a caller that hands ``param`` a whole buffer and runs per step
+        (:meth:`_leaves`, the first reached from an entry point whose buffer the kind does not exclude),
+        and the buffer it hands (hops from that call on), or None."""
+        for leaf, via, between in self._leaves(node, param):
+            if via is None or self.rules.buffers[via.kind].excluded(via.names, via.classes):
+                continue
+            hot = self.graph.hot_path(leaf)
             if hot:
-                return (*hot, label(node)), via
+                return (*hot, *(label(n) for n in between)), via
         return None
 
     def _hot(self, facts: FileFacts, cast: Cast, origin: Origin,
@@ -334,7 +322,7 @@ class Checker:
             where = f"{facts.module}.{cast.scope}" if cast.scope else f"module level of {facts.module}"
             return hot, origin, None if hot else Stop("cold", f"no entry point reaches {where}")
         node, param = passing
-        got = self._reach(node, param, 0)
+        got = self._reach(node, param)
         if got is not None:
             path, via = got
             assert origin.entry is not None

@@ -55,11 +55,11 @@ _MAX_STEPS = 24
 #: Tensor properties that are views of the whole tensor (transposes and conjugate transposes).
 VIEW_ATTRIBUTES = ("T", "mT", "H", "mH")
 
-#: Methods that cut a tensor into pieces along one axis: the position of their axis argument (its name is
-#: ``dim``). They keep each piece whole only along a non-token axis (see the module docstring).
 #: How many function boundaries (parameters or helper results) one provenance walk may cross.
 MAX_CALLS = 2
 
+#: Methods that cut a tensor into pieces along one axis: the position of their axis argument (its name is
+#: ``dim``). They keep each piece whole only along a non-token axis (see the module docstring).
 SPLITS = {"split": 1, "chunk": 1, "unbind": 0, "tensor_split": 1, "split_with_sizes": 1}
 
 

@@ -4,8 +4,8 @@ A checkout holds more than the package: tests, benchmarks, examples, docs. Their
 module that casts its weight in ``forward``, a benchmark that casts a whole pool in a loop) are real
 casts but not the user's problem, so by default they are indexed (they still resolve names and are
 ``where`` call sites) and left out of the report; and a call from one never makes production code hot
-(:class:`castfind.callgraph.CallGraph` looks for callers only in the scope). ``[tool.castfind] report-exclude`` holds the patterns;
-``--include-tests`` reports everything.
+(:class:`castfind.callgraph.CallGraph` looks for callers only in the scope). ``[tool.castfind]
+report-exclude`` holds the patterns; ``--include-tests`` reports everything.
 
 A pattern is matched against a file's path relative to its root (forward slashes):
 
