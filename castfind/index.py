@@ -15,26 +15,37 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from castfind import sourcetext
 from castfind.cache import Cache, Stat, content_digest, key_of_digest
 from castfind.discover import DEFAULT_MAX_FILE_SIZE, Listing, SourceFile, discover
 from castfind.types import Diagnostic
 from castfind.versions import EXTRACTOR_VERSION
-from castfind.workers import Extracted, Job, ProgressFn, encoded, extract_in_pool
+from castfind.workers import Extracted, Job, ProgressFn, Workers, encoded, extract_in_pool
 
 if TYPE_CHECKING:
     from castfind.facts import FileFacts  # PERF: a warm run that loads no facts never imports them
 
-# Below this many misses a process pool costs more than it saves.
+# Below this many misses starting a process pool costs more than it saves; a kept one (:meth:`Index.parsing`)
+# takes any batch of at least _KEPT_POOL_MIN.
 _POOL_MIN = 24
+_KEPT_POOL_MIN = 2
 #: A file modified this recently when it was read may change again within the clock's granularity
 #: without its stat changing ("racily clean", as git calls it): its stat is not recorded.
 _RACY_NS = 2_000_000_000
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class NotLoaded(Exception):
+    """A file's facts were asked for inside :meth:`Index.in_batches` before they were parsed."""
 
 
 class ReadObserver(Protocol):
@@ -65,6 +76,8 @@ class Index:
         self.postings: Any = None
         #: Told of every read of a file's facts (the memo's tracker); None when nothing records.
         self.observer: ReadObserver | None = None
+        self._workers: Workers | None = None
+        self._wanted: set[SourceFile] | None = None  # inside in_batches: the files asked for, not parsed
         self._facts: dict[str, FileFacts] = {}
         self._data: dict[str, bytes] = {}
         self._keys: dict[str, str] = {}
@@ -303,9 +316,15 @@ class Index:
         return f
 
     def load_files(self, files: Iterable[SourceFile]) -> list[FileFacts]:
-        """Facts for many files at once: cache first, then extract misses (in parallel)."""
+        """Facts for many files at once: cache first, then extract misses (in parallel).
+
+        Inside :meth:`in_batches` a miss is not parsed: it is noted and :class:`NotLoaded` is raised.
+        """
         files = list(dict.fromkeys(files))
         misses = self.load_known(files)
+        if misses and self._wanted is not None:
+            self._wanted.update(misses)
+            raise NotLoaded
         if misses:
             self._extract(misses)
         self.save_stats()
@@ -342,14 +361,61 @@ class Index:
             self.diagnostics.append(d)
             self.file_diagnostics.setdefault(sf.abspath, []).append(d)
 
+    def in_batches(self, items: Sequence[T], compute: Callable[[T], R]) -> list[R]:
+        """``[compute(item) for item in items]``, with the files they need parsed in batches.
+
+        PERF: a computation that asks for one file's facts after another (resolving the callees of a
+        file's calls) would parse them one at a time on the main process. Here a file it needs that is
+        neither in memory nor in the cache stops that item (:class:`NotLoaded`); the files every stopped
+        item asked for are parsed together (in the workers of :meth:`parsing`), and the stopped items run
+        again, until none stops. ``compute`` must leave nothing behind when stopped: the memo's steps and
+        the tracker's values store only what finished.
+        """
+        out: dict[int, R] = {}
+        todo = list(range(len(items)))
+        outer = self._wanted
+        while todo:
+            wanted: set[SourceFile] = set()
+            stopped: list[int] = []
+            self._wanted = wanted
+            try:
+                for i in todo:
+                    try:
+                        out[i] = compute(items[i])
+                    except NotLoaded:
+                        stopped.append(i)
+            finally:
+                self._wanted = outer
+            if stopped:
+                if outer is not None:  # a batch inside a batch: the outer one parses
+                    outer.update(wanted)
+                    raise NotLoaded
+                self.load_files(sorted(wanted, key=lambda sf: sf.abspath))
+            todo = stopped
+        return [out[i] for i in range(len(items))]
+
+    @contextmanager
+    def parsing(self) -> Iterator[None]:
+        """Keep one pool of workers for every file parsed inside the block (with ``jobs`` > 1)."""
+        if self.jobs < 2 or self._workers is not None:
+            yield
+            return
+        self._workers = Workers(self.jobs)
+        try:
+            yield
+        finally:
+            self._workers.close()
+            self._workers = None
+
     def _extract(self, misses: list[SourceFile]) -> None:
         total = len(misses)
         jobs: list[Job] = [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in misses]
         blobs: list[Extracted]
-        if self.jobs > 1 and total >= _POOL_MIN:
+        kept = self._workers
+        if (kept is not None and total >= _KEPT_POOL_MIN) or (self.jobs > 1 and total >= _POOL_MIN):
             # Big files first, so one large file does not finish last on its own.
             order = sorted(range(total), key=lambda i: -len(self.data(misses[i])))
-            by_i = extract_in_pool(jobs, order, self.jobs, self.progress)
+            by_i = extract_in_pool(jobs, order, kept or self.jobs, self.progress)
             blobs = [by_i[i] for i in range(total)]
         else:
             from castfind.extract import extract_source  # PERF: libcst only when something is parsed

@@ -95,8 +95,12 @@ class Tracker:
             self.read(got[1])
             return got[0]
         self._values[key] = (pending, frozenset())
-        with self.recording() as deps:
-            value = compute()
+        try:
+            with self.recording() as deps:
+                value = compute()
+        except BaseException:
+            del self._values[key]  # not computed (e.g. a file to parse first, :meth:`Index.in_batches`)
+            raise
         self._values[key] = (value, self.intern(deps))
         return value
 

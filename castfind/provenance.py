@@ -421,15 +421,19 @@ class Provenance:
             if len(self._assigns) > 256:
                 self._assigns.clear()
             self._assigns[id(facts)] = got
-        seen = [a for a in got[1].get((scope, name), ()) if not _exclusive(facts, a.line, line)]
+        cands = got[1].get((scope, name), ())
+        # PERF: the branch test only for an assignment that would be the answer (most are not).
         best = None
-        for a in seen:
-            if a.line <= line and (best is None or a.line >= best.line):
+        for a in cands:
+            if a.line <= line and (best is None or a.line >= best.line) and not _exclusive(facts, a.line, line):
                 best = a
         if best is not None and best.line == line:
             # `x = x.to(...)`: the value on the cast's own line is the cast itself, look earlier.
-            earlier = [a for a in seen if a.line < line]
-            return max(earlier, key=lambda a: a.line) if earlier else None
+            earlier = None
+            for a in cands:
+                if a.line < line and (earlier is None or a.line > earlier.line) and not _exclusive(facts, a.line, line):
+                    earlier = a
+            return earlier
         return best
 
 

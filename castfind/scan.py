@@ -148,6 +148,14 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
     carried findings are neither used nor replaced, so the stops are this run's on a warm run too.
     """
     t0 = time.perf_counter()
+    with index.parsing():  # PERF: one pool of workers for every batch this scan parses
+        outcome = _scan(index, rules, demand, only, explain, stops, memo, report_exclude)
+    outcome.stats["seconds"] = round(time.perf_counter() - t0, 3)
+    return outcome
+
+
+def _scan(index: Index, rules: RuleSet, demand: bool, only: set[str] | None, explain: bool, stops: bool,
+          memo: Memo | None, report_exclude: tuple[str, ...]) -> ScanOutcome:
     index.read_all()
     files = index.files
     if memo is None or explain or not demand:
@@ -214,7 +222,6 @@ def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | 
         "loaded": index.loaded,
         "replayed": memo.replayed,
         "casts": casts,
-        "seconds": round(time.perf_counter() - t0, 3),
     }
     return ScanOutcome(findings, _diagnostics(index, memo), stats, modules,
                        checker.explanations if explain else {}, tally_stops(checker.explanations) if stops else None)
@@ -241,10 +248,10 @@ def _forward(index: Index, summaries: Summaries, queries: TextQueries, chosen: l
         # would make the carried memo grow with files × handoffs).
         known = _digest(sorted(h for hs in summaries.handed.values() for h in hs))
         index.load_files([sf for sf in frontier if not memo.has(("hands", sf.abspath, getters, known))])
-        new: list[Handoff] = []
-        for sf in frontier:
-            new += memo.step(("hands", sf.abspath, getters, known),
-                             partial(lambda f: summaries.handoffs(index.facts_of(f)), sf))
+        # The callees' files the resolver reads are parsed in batches, not one at a time.
+        new: list[Handoff] = [h for hs in index.in_batches(frontier, lambda sf: memo.step(
+            ("hands", sf.abspath, getters, known), partial(lambda f: summaries.handoffs(index.facts_of(f)), sf)))
+            for h in hs]
         before = {h for hs in summaries.handed.values() for h in hs}
         summaries.add(new)
         fresh = sorted({h[0] for h in new if h not in before})

@@ -104,29 +104,65 @@ def new_pool(workers: int) -> ProcessPoolExecutor:
                                initializer=_init_worker, initargs=(os.getpid(),))
 
 
-def extract_in_pool(jobs: list[Job], order: list[int], workers: int, progress: ProgressFn | None = None,
+class Workers:
+    """A pool of extraction workers kept for the length of one scan (:meth:`castfind.index.Index.parsing`).
+
+    PERF: spawning a worker costs about a second (a fresh interpreter importing libcst), and a cold scan
+    parses in a dozen batches (the candidates, getter inference, each call-graph level), many of them
+    small: a pool started once takes even a batch of two files off the main process.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = new_pool(self.workers)
+        return self._pool
+
+    def discard(self) -> None:
+        """Drop a broken pool (the next :meth:`pool` starts a fresh one)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def extract_in_pool(jobs: list[Job], order: list[int], workers: int | Workers, progress: ProgressFn | None = None,
                     work: Callable[[Job], Extracted] = extract_job) -> dict[int, Extracted]:
     """Extract ``jobs`` (taken in ``order``) in worker processes; job number → its result.
 
-    A worker that dies (a parser crash) breaks the pool: the jobs then in flight are retried one
-    at a time in a pool of their own, and one that breaks that too becomes an ``unsupported``
-    file (:func:`crashed`); the rest go on in a fresh pool.
+    ``workers``: a count (a pool is started for this call and shut down after it) or a kept
+    :class:`Workers`. A worker that dies (a parser crash) breaks the pool: the jobs then in flight are
+    retried one at a time in a pool of their own, and one that breaks that too becomes an
+    ``unsupported`` file (:func:`crashed`); the rest go on in a fresh pool.
     """
     from concurrent.futures.process import BrokenProcessPool
 
+    kept = workers if isinstance(workers, Workers) else None
+    n = kept.workers if kept is not None else int(workers)  # type: ignore[arg-type]
+    # Small batches go out a file at a time, so both workers get some.
+    chunk = max(1, min(_CHUNK, len(order) // (n * 8)))
     by_i: dict[int, Extracted] = {}
     todo = list(order)
     while todo:
         try:
-            with new_pool(workers) as pool:
-                for i, blob in zip(todo, pool.map(work, [jobs[i] for i in todo], chunksize=_CHUNK), strict=True):
-                    by_i[i] = blob
-                    if progress:
-                        progress(len(by_i), len(jobs))
+            if kept is not None:
+                _collect(kept.pool(), jobs, todo, work, chunk, by_i, progress)
+            else:
+                with new_pool(n) as pool:
+                    _collect(pool, jobs, todo, work, chunk, by_i, progress)
             todo = []
         except BrokenProcessPool:
+            if kept is not None:
+                kept.discard()
             todo = [i for i in todo if i not in by_i]
-            suspects, todo = todo[: workers * _CHUNK], todo[workers * _CHUNK:]
+            suspects, todo = todo[: n * chunk], todo[n * chunk:]
             for i in suspects:
                 try:
                     with new_pool(1) as alone:
@@ -134,3 +170,11 @@ def extract_in_pool(jobs: list[Job], order: list[int], workers: int, progress: P
                 except BrokenProcessPool:
                     by_i[i] = crashed(jobs[i][3])
     return by_i
+
+
+def _collect(pool: ProcessPoolExecutor, jobs: list[Job], todo: list[int], work: Callable[[Job], Extracted],
+             chunk: int, by_i: dict[int, Extracted], progress: ProgressFn | None) -> None:
+    for i, blob in zip(todo, pool.map(work, [jobs[i] for i in todo], chunksize=chunk), strict=True):
+        by_i[i] = blob
+        if progress:
+            progress(len(by_i), len(jobs))
