@@ -243,15 +243,17 @@ def _forward(index: Index, summaries: Summaries, queries: TextQueries, chosen: l
     with_casts = {sf.abspath for sf in queries.select(("casts",))}
     extra: dict[str, SourceFile] = {}
     frontier = chosen
+
+    def hands(sf: SourceFile, known: str) -> list[Handoff]:
+        return memo.step(("hands", sf.abspath, getters, known), lambda: summaries.handoffs(index.facts_of(sf)))
+
     for _ in range(MAX_CALLS):
         # PERF: the handoffs known so far name the step by a digest (thousands of them in every key
         # would make the carried memo grow with files × handoffs).
         known = _digest(sorted(h for hs in summaries.handed.values() for h in hs))
         index.load_files([sf for sf in frontier if not memo.has(("hands", sf.abspath, getters, known))])
         # The callees' files the resolver reads are parsed in batches, not one at a time.
-        new: list[Handoff] = [h for hs in index.in_batches(frontier, lambda sf: memo.step(
-            ("hands", sf.abspath, getters, known), partial(lambda f: summaries.handoffs(index.facts_of(f)), sf)))
-            for h in hs]
+        new: list[Handoff] = [h for hs in index.in_batches(frontier, partial(hands, known=known)) for h in hs]
         before = {h for hs in summaries.handed.values() for h in hs}
         summaries.add(new)
         fresh = sorted({h[0] for h in new if h not in before})
