@@ -18,7 +18,7 @@ import libcst as cst
 
 from castfind import casts
 from castfind.allocs import allocations
-from castfind.cstwalk import TokenWalker, walk
+from castfind.cstwalk import TokenWalker, parse_module, walk
 from castfind.facts import (
     Allocation,
     Annotation,
@@ -780,7 +780,7 @@ def _python_verdict(source: bytes, path: str,
         return 0, (1, f"cannot parse: {e}")
     depth = _tree_depth(tree, branches)
     if lazy is not None and depth <= MAX_DEPTH and isinstance(tree, ast.Module):
-        lazy += lazy_exports(tree)
+        lazy += lazy_exports(tree, b"LazyModule" in source)
     if allocs is not None and depth <= MAX_DEPTH and isinstance(tree, ast.Module):
         allocs += allocations(tree)
     return depth, None
@@ -816,7 +816,8 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
     if rejected is not None and _bracket_depth(source) > MAX_DEPTH:
         return FileFacts(module, path, is_package, error=rejected)
     try:
-        tree = cst.parse_module(source)
+        # A file CPython accepted needs no validation of the tree built from it (castfind.cstwalk).
+        tree = cst.parse_module(source) if rejected is not None else parse_module(source)
     except cst.ParserSyntaxError as e:
         if rejected is not None:
             return FileFacts(module, path, is_package, error=rejected)
@@ -1015,12 +1016,16 @@ def _is_name(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
-def lazy_exports(tree: ast.Module) -> tuple[LazyExport, ...]:
-    """The names a module provides lazily (:class:`~castfind.facts.LazyExport`)."""
+def lazy_exports(tree: ast.Module, named: bool = True) -> tuple[LazyExport, ...]:
+    """The names a module provides lazily (:class:`~castfind.facts.LazyExport`).
+
+    ``named``: may the module call a ``...LazyModule``? False when its text never says ``LazyModule``
+    (PERF: the search for those calls walks every node of the tree; the text test is nearly free).
+    """
     getattr_fn = next((st for st in tree.body if isinstance(st, ast.FunctionDef) and st.name == "__getattr__"), None)
     lazy_calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
                   and (n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else "")
-                  .endswith("LazyModule")]
+                  .endswith("LazyModule")] if named else []
     if getattr_fn is None and not lazy_calls:
         return ()
     tables = _tables(tree)

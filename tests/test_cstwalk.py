@@ -70,3 +70,32 @@ def test_positions_match_libcst_on_the_project_sources() -> None:
         except cst.ParserSyntaxError:
             assert "broken" in p.as_posix()  # the where fixtures hold one unparsable file on purpose
     assert checked > 500
+
+
+def test_the_unvalidated_parse_builds_the_same_tree_as_libcst() -> None:
+    from castfind.cstwalk import parse_module
+
+    files = sorted((REPO / "castfind").rglob("*.py")) + sorted((REPO / "fixtures").rglob("*.py"))
+    same = 0
+    for p in files:
+        data = p.read_bytes()
+        try:
+            want = cst.parse_module(data)
+        except cst.ParserSyntaxError:
+            with pytest.raises(cst.ParserSyntaxError):
+                parse_module(data)
+            continue
+        got = parse_module(data)
+        assert got.deep_equals(want) and got.code == want.code, p
+        same += 1
+    assert same > 100
+
+
+def test_validation_is_back_after_an_unvalidated_parse_even_one_that_failed() -> None:
+    from castfind.cstwalk import parse_module
+
+    with pytest.raises(cst.ParserSyntaxError):
+        parse_module(b"def f(:\n")
+    parse_module(b"x = 1\n")
+    with pytest.raises(cst.CSTValidationError):  # libcst's own check still guards nodes built by hand
+        cst.Name("not a name")
