@@ -144,37 +144,32 @@ def extract_in_pool(jobs: list[Job], order: list[int], workers: int | Workers, p
     """
     from concurrent.futures.process import BrokenProcessPool
 
-    kept = workers if isinstance(workers, Workers) else None
-    n = kept.workers if kept is not None else int(workers)  # type: ignore[arg-type]
+    own = not isinstance(workers, Workers)
+    kept = Workers(workers) if isinstance(workers, int) else workers
     # Small batches go out a file at a time, so both workers get some.
-    chunk = max(1, min(_CHUNK, len(order) // (n * 8)))
+    chunk = max(1, min(_CHUNK, len(order) // (kept.workers * 8)))
     by_i: dict[int, Extracted] = {}
     todo = list(order)
-    while todo:
-        try:
-            if kept is not None:
-                _collect(kept.pool(), jobs, todo, work, chunk, by_i, progress)
-            else:
-                with new_pool(n) as pool:
-                    _collect(pool, jobs, todo, work, chunk, by_i, progress)
-            todo = []
-        except BrokenProcessPool:
-            if kept is not None:
+    try:
+        while todo:
+            try:
+                for i, blob in zip(todo, kept.pool().map(work, [jobs[i] for i in todo], chunksize=chunk), strict=True):
+                    by_i[i] = blob
+                    if progress:
+                        progress(len(by_i), len(jobs))
+                todo = []
+            except BrokenProcessPool:
                 kept.discard()
-            todo = [i for i in todo if i not in by_i]
-            suspects, todo = todo[: n * chunk], todo[n * chunk:]
-            for i in suspects:
-                try:
-                    with new_pool(1) as alone:
-                        by_i[i] = alone.submit(work, jobs[i]).result()
-                except BrokenProcessPool:
-                    by_i[i] = crashed(jobs[i][3])
+                todo = [i for i in todo if i not in by_i]
+                suspects, todo = todo[: kept.workers * chunk], todo[kept.workers * chunk:]
+                for i in suspects:
+                    try:
+                        with new_pool(1) as alone:
+                            by_i[i] = alone.submit(work, jobs[i]).result()
+                    except BrokenProcessPool:
+                        by_i[i] = crashed(jobs[i][3])
+    finally:
+        if own:
+            kept.close()
     return by_i
 
-
-def _collect(pool: ProcessPoolExecutor, jobs: list[Job], todo: list[int], work: Callable[[Job], Extracted],
-             chunk: int, by_i: dict[int, Extracted], progress: ProgressFn | None) -> None:
-    for i, blob in zip(todo, pool.map(work, [jobs[i] for i in todo], chunksize=chunk), strict=True):
-        by_i[i] = blob
-        if progress:
-            progress(len(by_i), len(jobs))

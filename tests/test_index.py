@@ -24,12 +24,17 @@ def crash_on_boom(job: tuple[str, str, str, bool]) -> tuple:
     return extract_job(job)
 
 
-def test_a_worker_crash_becomes_a_diagnostic_and_the_other_files_are_extracted(tmp_path: Path) -> None:
-    for i in range(30):
+def _with_boom(tmp_path: Path, n: int) -> tuple[list, list[tuple[str, str, str, bool]]]:
+    """``n`` files that each cast once, plus ``boom.py`` (see :func:`crash_on_boom`): the files and their jobs."""
+    for i in range(n):
         (tmp_path / f"m{i}.py").write_text(f"def f{i}(kv):\n    return kv.float()\n")
     (tmp_path / "boom.py").write_text("x = 1\n")
     files = discover([str(tmp_path)])
-    jobs = [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in files]
+    return files, [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in files]
+
+
+def test_a_worker_crash_becomes_a_diagnostic_and_the_other_files_are_extracted(tmp_path: Path) -> None:
+    files, jobs = _with_boom(tmp_path, 30)
     got = extract_in_pool(jobs, list(range(len(files))), 2, work=crash_on_boom)
     assert sorted(got) == list(range(len(files)))
     from castfind.cache import decode_facts
@@ -93,11 +98,7 @@ def test_workers_die_with_a_killed_scan(tmp_path: Path, sig: int) -> None:
 def test_a_kept_pool_survives_a_crash_and_serves_the_next_batch(tmp_path: Path) -> None:
     from castfind.workers import Workers
 
-    for i in range(6):
-        (tmp_path / f"m{i}.py").write_text(f"def f{i}(kv):\n    return kv.float()\n")
-    (tmp_path / "boom.py").write_text("x = 1\n")
-    files = discover([str(tmp_path)])
-    jobs = [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in files]
+    files, jobs = _with_boom(tmp_path, 6)
     kept = Workers(2)
     try:
         got = extract_in_pool(jobs, list(range(len(files))), kept, work=crash_on_boom)
