@@ -188,6 +188,10 @@ class _Frame:
         self.held: dict[str, list[int]] = {}  # local name -> the casts whose result it holds
 
 
+#: A node whose extent changes the context (:attr:`_Walker.marks`).
+_Mark = tuple[int, "_Guard | None", "list[str] | None", "tuple[str, str] | None"]
+
+
 class _Guard:
     """An enclosing ``if`` while it is walked (or the rest of a block after an early ``return``)."""
 
@@ -224,12 +228,16 @@ class _Walker(TokenWalker):
         self.cond_depth = 0
         self.guards: list[_Guard] = []
         # Nodes whose extent changes the context, keyed by id: (loop depth delta, guard it activates,
-        # locations its value is stored to). A ``for`` body is a loop, its iterable and ``else`` are
-        # not; an ``if`` guards its branches, not its own test; a comprehension's first iterable is
-        # evaluated once, outside its loop; the value of an assignment is stored to its targets.
-        self.marks: dict[int, tuple[int, _Guard | None, list[str] | None]] = {}
+        # locations its value is stored to, the loop whose body it is). A ``for`` body is a loop (its
+        # target's and iterable's text name it), its iterable and ``else`` are not; an ``if`` guards its
+        # branches, not its own test; a comprehension's first iterable is evaluated once, outside its
+        # loop; the value of an assignment is stored to its targets.
+        self.marks: dict[int, _Mark] = {}
+        # What to undo when a node ends, keyed by id, in the order it was set up (run in reverse).
+        # PERF: the code generator calls both hooks on each of a million nodes a MB; most nodes have
+        # neither a handler nor a mark, so each hook costs one dict lookup for them.
+        self.exits: dict[int, list[tuple[Callable[[Any], None], Any]]] = {}
         self.storing: list[list[str]] = []  # the targets of the assignments whose value is being walked
-        self.for_bodies: dict[int, tuple[str, str]] = {}  # id of a ``for`` body -> its target's, iterable's text
         self.for_iters: list[tuple[str, str]] = []  # the loops whose bodies are being walked, outermost first
         self.cast_stores: list[list[str]] = []  # per cast: the locations its result is stored to
         self.cur_assign: cst.CSTNode | None = None
@@ -268,43 +276,42 @@ class _Walker(TokenWalker):
             cst.DictComp: self._comp_enter,
             cst.GeneratorExp: self._comp_enter,
         }
-        self._after: dict[type, Callable[[Any], None]] = {
-            cst.If: self._if_leave,
-            cst.Try: self._cond_leave,
-            cst.TryStar: self._cond_leave,
-            cst.While: self._loop_leave,
-            cst.ListComp: self._loop_leave,
-            cst.SetComp: self._loop_leave,
-            cst.DictComp: self._loop_leave,
-            cst.GeneratorExp: self._loop_leave,
-        }
 
     def before(self, node: cst.CSTNode) -> None:
         h = self._before.get(type(node))
         if h is not None:
             h(node)
-        it = self.for_bodies.get(id(node))
-        if it is not None:
-            self.for_iters.append(it)
-        m = self.marks.get(id(node))
+        m = self.marks.pop(id(node), None)
         if m is not None:
             self.loop_depth += m[0]
             if m[1] is not None:
                 m[1].active = True
             if m[2] is not None:
                 self.storing.append(m[2])
+            if m[3] is not None:
+                self.for_iters.append(m[3])
+            self._on_exit(node, self._unmark, m)
 
     def after(self, node: cst.CSTNode) -> None:
-        if self.for_bodies.pop(id(node), None) is not None:
+        todo = self.exits.pop(id(node), None)
+        if todo is not None:
+            for fn, arg in reversed(todo):
+                fn(arg)
+
+    def _on_exit(self, node: cst.CSTNode, fn: Callable[[Any], None], arg: Any) -> None:
+        """Call ``fn(arg)`` when ``node`` ends."""
+        todo = self.exits.get(id(node))
+        if todo is None:
+            self.exits[id(node)] = [(fn, arg)]
+        else:
+            todo.append((fn, arg))
+
+    def _unmark(self, m: _Mark) -> None:
+        self.loop_depth -= m[0]
+        if m[2] is not None:
+            self.storing.pop()
+        if m[3] is not None:
             self.for_iters.pop()
-        m = self.marks.pop(id(node), None)
-        if m is not None:
-            self.loop_depth -= m[0]
-            if m[2] is not None:
-                self.storing.pop()
-        h = self._after.get(type(node))
-        if h is not None:
-            h(node)
 
     # -- scopes --------------------------------------------------------------------------------
     @property
@@ -528,7 +535,7 @@ class _Walker(TokenWalker):
                     frame.held.setdefault(k[1:], []).append(i)
                 elif k not in self.cast_stores[i]:
                     self.cast_stores[i].append(k)
-        self.marks[id(value)] = (0, None, keys)
+        self.marks[id(value)] = (0, None, keys, None)
 
     def _aug_assign(self, node: cst.AugAssign) -> None:
         target = _name_of(node.target)
@@ -592,8 +599,9 @@ class _Walker(TokenWalker):
         when_true, when_false = self._absent(node.test)
         entry = _Guard(node, when_true, when_false)  # inactive while its own test runs
         self.guards.append(entry)
-        self.marks[id(node.body)] = (0, entry, None)
+        self.marks[id(node.body)] = (0, entry, None, None)
         self.cond_depth += 1
+        self._on_exit(node, self._if_leave, node)
 
     def _else_enter(self, node: cst.Else) -> None:
         self._branch_ends(node)
@@ -608,14 +616,14 @@ class _Walker(TokenWalker):
 
     def _cond_enter(self, node: cst.CSTNode) -> None:
         self.cond_depth += 1
+        self._on_exit(node, self._cond_leave, node)
 
     def _cond_leave(self, node: cst.CSTNode) -> None:
         self.cond_depth -= 1
 
     def _for_enter(self, node: cst.For) -> None:
-        self.marks[id(node.body)] = (1, None, None)  # the iterable and the else block run once
-        self.for_bodies[id(node.body)] = tuple(  # type: ignore[assignment]
-            _WS.sub(" ", self.module.code_for_node(n)).strip()[:200] for n in (node.target, node.iter))
+        loop = tuple(_WS.sub(" ", self.module.code_for_node(n)).strip()[:200] for n in (node.target, node.iter))
+        self.marks[id(node.body)] = (1, None, None, loop)  # type: ignore[assignment]  # the iterable and else run once
         value = to_expr(node.iter)
         cond = self.cond_depth > 0
         target = node.target
@@ -631,12 +639,14 @@ class _Walker(TokenWalker):
 
     def _while_enter(self, node: cst.While) -> None:
         self.loop_depth += 1  # the test runs on every iteration, the else block once
+        self._on_exit(node, self._loop_leave, node)
         if node.orelse is not None:
-            self.marks[id(node.orelse)] = (-1, None, None)
+            self.marks[id(node.orelse)] = (-1, None, None, None)
 
     def _comp_enter(self, node: cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp) -> None:
         self.loop_depth += 1
-        self.marks[id(node.for_in.iter)] = (-1, None, None)  # the first iterable is evaluated once, outside
+        self._on_exit(node, self._loop_leave, node)
+        self.marks[id(node.for_in.iter)] = (-1, None, None, None)  # the first iterable is evaluated once, outside
 
     def _loop_leave(self, node: cst.CSTNode) -> None:
         self.loop_depth -= 1

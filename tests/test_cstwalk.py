@@ -99,3 +99,21 @@ def test_validation_is_back_after_an_unvalidated_parse_even_one_that_failed() ->
     parse_module(b"x = 1\n")
     with pytest.raises(cst.CSTValidationError):  # libcst's own check still guards nodes built by hand
         cst.Name("not a name")
+
+
+def test_libcst_parenthesize_is_back_after_a_walk_even_one_that_raised() -> None:
+    from libcst._nodes.expression import _BaseParenthesizedNode
+
+    saved = _BaseParenthesizedNode.__dict__["_parenthesize"]
+
+    class Boom(TokenWalker):
+        def before(self, node: cst.CSTNode) -> None:
+            if isinstance(node, cst.Call):
+                raise RuntimeError("boom")
+
+    module = cst.parse_module("x = (f(1))\n")
+    with pytest.raises(RuntimeError):
+        walk(module, Boom(module))
+    assert _BaseParenthesizedNode.__dict__["_parenthesize"] is saved
+    # libcst's own code generation (parentheses included) still works afterwards.
+    assert module.code == "x = (f(1))\n"
