@@ -7,6 +7,8 @@ bytes (and its module name), named by a hashable key:
 - ``("seed",)``          names a getter-inferable buffer word and has a ``return`` (getter inference);
 - ``("cand", getters)``  has a cast call and names a whole-buffer word or an inferred getter;
 - ``("casts",)``         has a cast call (a callee a whole buffer is handed to may cast it);
+- ``("source", getters)`` names a buffer word of a kind whose getters are inferred, or an inferred
+  getter, cast or no cast (it may hand a whole buffer to a callee that casts it);
 - ``("contains", names)`` holds one of ``names`` as a whole word;
 - ``("defines", name)``  holds a ``def name(`` line;
 - ``("calls", name, module)`` may hold a call that reaches function ``name`` of ``module``.
@@ -122,14 +124,37 @@ def calls_predicate(name: str, module: str, shapes: dict[str, CallShape] | None 
     return pred
 
 
-def predicate(key: QueryKey, rules: RuleSet, shapes: dict[str, CallShape] | None = None) -> Predicate:
-    """The file test a query key names (``shapes``: see :func:`calls_predicate`)."""
+def _names_pool(rules: RuleSet, seen: dict[str, bool] | None) -> Callable[[SourceFile, bytes], bool]:
+    """Does the file name a buffer word of a kind whose getters are inferred? ``seen`` (file abspath →
+    answer) is shared by the queries of a run. PERF: one pass of this pattern over both wheels costs
+    ~3 s, and two queries ask it of every file."""
+    inferable = rules.buffer_words(inferable_only=True)
+    cache: dict[str, bool] = {} if seen is None else seen
+
+    def names(sf: SourceFile, data: bytes) -> bool:
+        got = cache.get(sf.abspath)
+        if got is None:
+            got = cache[sf.abspath] = inferable is not None and inferable.search(data) is not None
+        return got
+
+    return names
+
+
+def predicate(key: QueryKey, rules: RuleSet, shapes: dict[str, CallShape] | None = None,
+              pools: dict[str, bool] | None = None) -> Predicate:
+    """The file test a query key names (``shapes``: see :func:`calls_predicate`; ``pools``: see
+    :func:`_names_pool`)."""
     kind = key[0]
     if kind == "seed":
-        inferable = rules.buffer_words(inferable_only=True)
-        if inferable is None:
-            return lambda sf, data: False
-        return lambda sf, data: bool(inferable.search(data) and _RETURN.search(data))
+        names_pool = _names_pool(rules, pools)
+        return lambda sf, data: names_pool(sf, data) and _RETURN.search(data) is not None
+    if kind == "source":
+        names_pool = _names_pool(rules, pools)
+        named = [g.encode() for g in _texts(key[1])]
+        known = re.compile(rb"\b(?:" + b"|".join(map(re.escape, named)) + rb")\b") if named else None
+        # PERF: a getter's name as plain bytes first; the word pattern only where one is.
+        return lambda sf, data: names_pool(sf, data) or (
+            known is not None and any(g in data for g in named) and known.search(data) is not None)
     if kind == "cand":
         cast_re = cast_regex(rules.cast_methods())
         words = rules.buffer_words()
@@ -173,6 +198,7 @@ class TextQueries:
         self.memo = memo
         self._preds: dict[QueryKey, Predicate] = {}
         self._shapes: dict[str, dict[str, CallShape]] = {}  # name → file abspath → its call shape (a run's files)
+        self._pools: dict[str, bool] = {}  # file abspath → names a pool word (a run's files)
         self.words = Words(index)
         self._pos = {sf.abspath: i for i, sf in enumerate(index.files)}
         memo.predicate = self.predicate
@@ -181,7 +207,7 @@ class TextQueries:
         got = self._preds.get(key)
         if got is None:
             shapes = self._shapes.setdefault(_text(key[1]), {}) if key[0] == "calls" else None
-            got = self._preds[key] = predicate(key, self.rules, shapes)
+            got = self._preds[key] = predicate(key, self.rules, shapes, self._pools)
         return got
 
     def select(self, key: QueryKey) -> list[SourceFile]:

@@ -187,3 +187,15 @@ def test_an_entry_point_runs_per_step_whoever_hands_it_the_buffer(tmp_path: Path
         "    def forward_decode(self, q, kv):\n        return q @ kv.float()\n\n"
         "    def warmup(self):\n        return self.forward_decode(self.q, self.pool.get_kv_buffer(0))\n"))
     assert [(f.function, f.rule) for f in got] == [("Backend.forward_decode", "CF101")]
+
+
+def test_a_layer_that_casts_nothing_still_hands_its_cache_on(findings: list) -> None:
+    # layer.py holds no cast: it is read for what it hands on because it names a pool word.
+    rules = load_rules()
+    sf = next(s for s in discover([str(FIX)]) if s.path.endswith("layer.py"))
+    layer = (FIX / "callpkg" / "layer.py").read_bytes()
+    assert not predicate(("casts",), rules)(sf, layer)
+    assert predicate(("source", ()), rules)(sf, layer)
+    whole = next(f for f in findings if f.path.endswith("engines.py"))
+    assert whole.provenance[0].startswith("callpkg/layer.py:")
+    assert "PagedLayer.forward passes self.kv_cache[engine] as kv_cache of TritonEngine.forward" in whole.provenance[0]

@@ -81,3 +81,29 @@ def test_text_queries_share_shapes_by_name_within_a_run(tmp_path: Path) -> None:
     assert set(queries._shapes) == {"apply"}  # one table of shapes for the name, shared by both modules' queries
     # Each file naming `apply` searched once for both (other.py holds only `apply_all`: not asked about).
     assert set(queries._shapes["apply"]) == {str(tmp_path / p) for p in FILES if p != "other.py"}
+
+
+def test_a_file_naming_a_pool_is_a_handoff_source_without_a_cast(tmp_path: Path) -> None:
+    from castfind.index import Index
+    from castfind.memo import Memo
+    from castfind.rules import load_rules
+    from castfind.textquery import TextQueries
+
+    files = {
+        # hands one engine's cache on and casts nothing itself
+        "layer.py": b"class L:\n    def forward(self, q, e: int):\n        return self.impl.forward(q, self.kv_cache[e])\n",
+        # names an inferred getter only
+        "runner.py": b"def run(pool, q):\n    return attend(q, pool.pages_of(0))\n",
+        # names only a weight: weights are not read for handoffs without a cast
+        "model.py": b"def run(self, x):\n    return linear(x, self.weight)\n",
+        "plain.py": b"def run(x):\n    return x + 1\n",
+    }
+    for path, data in files.items():
+        (tmp_path / path).write_bytes(data)
+    index = Index.from_roots([str(tmp_path)], cache=None, jobs=1)
+    queries = TextQueries(index, load_rules(), Memo(index))
+    assert {sf.path for sf in queries.select(("source", ()))} == {"layer.py"}
+    assert {sf.path for sf in queries.select(("source", ("pages_of",)))} == {"layer.py", "runner.py"}
+    assert queries.select(("cand", ())) == []  # none of them holds a cast
+    # The pool-word test ran once per file, shared by both queries (and by the getter seeds').
+    assert set(queries._pools) == {str(tmp_path / p) for p in files}
