@@ -745,16 +745,27 @@ _BRACKET = re.compile(rb"[\[\](){}]")
 def _tree_depth(tree: ast.AST, branches: list[tuple[int, int, int, int]] | None = None) -> int:
     """Depth of a syntax tree, walked without recursion; ``branches`` collects each ``if``'s two branches."""
     best = 0
-    stack = [(tree, 1)]
-    children = ast.iter_child_nodes
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    pop, push = stack.pop, stack.append
+    node_type, if_type = ast.AST, ast.If
     while stack:
-        node, d = stack.pop()
+        node, d = pop()
         if d > best:
             best = d
-        if branches is not None and isinstance(node, ast.If) and node.body and node.orelse:
-            branches.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno,
-                             node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno))
-        stack.extend((c, d + 1) for c in children(node))
+        if branches is not None and type(node) is if_type and node.body and node.orelse:
+            body, orelse = node.body, node.orelse
+            branches.append((body[0].lineno, body[-1].end_lineno or body[-1].lineno,
+                             orelse[0].lineno, orelse[-1].end_lineno or orelse[-1].lineno))
+        d += 1
+        # PERF: ``ast.iter_child_nodes`` inlined (a generator per node cost two thirds of this walk).
+        for name in node._fields:
+            v = getattr(node, name, None)
+            if type(v) is list:
+                for x in v:
+                    if isinstance(x, node_type):
+                        push((x, d))
+            elif isinstance(v, node_type):
+                push((v, d))
     return best
 
 

@@ -313,6 +313,24 @@ def test_a_tree_exactly_max_depth_deep_is_analysed_one_level_more_is_unsupported
     assert bad.error is not None and bad.error[0] == 1 and f"{MAX_DEPTH + 1} levels deep" in bad.error[1]
 
 
+def test_the_depth_walk_agrees_with_ast_iter_child_nodes_on_the_project_sources() -> None:
+    from castfind.extract import _tree_depth
+    from tests.support import REPO
+
+    checked = 0
+    for p in sorted((REPO / "castfind").rglob("*.py")) + sorted((REPO / "fixtures").rglob("*.py")):
+        try:
+            tree = ast.parse(p.read_bytes())
+        except SyntaxError:
+            continue
+        got: list[tuple[int, int, int, int]] = []
+        want = sorted((n.body[0].lineno, n.body[-1].end_lineno, n.orelse[0].lineno, n.orelse[-1].end_lineno)
+                      for n in ast.walk(tree) if isinstance(n, ast.If) and n.body and n.orelse)
+        assert (_tree_depth(tree, got), sorted(got)) == (_ast_depth(p.read_text()), want), p
+        checked += bool(want)
+    assert checked > 20
+
+
 def test_nesting_python_rejects_is_a_parse_error_not_unsupported() -> None:
     ff = extract_source(("x = " + "(" * 1100 + "1" + ")" * 1100 + "\n").encode(), "m", "m.py", False)
     assert ff.error_kind == "parse-error" and ff.error is not None and ff.casts == ()
