@@ -159,6 +159,22 @@ class Cache:
                 continue  # a damaged row is re-extracted and overwritten
         return out
 
+    def has_facts(self, keys: Iterable[str]) -> set[str]:
+        """The keys with a facts row (not decoded: a damaged row counts, and is parsed again when read)."""
+        keys = list(dict.fromkeys(keys))
+        out: set[str] = set()
+        if self._conn is None or not keys:
+            return out
+        try:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                q = f"SELECT key FROM facts WHERE key IN ({','.join('?' * len(chunk))})"
+                out.update(k for (k,) in self._conn.execute(q, chunk))
+        except sqlite3.DatabaseError as e:
+            self._rebuild(str(e))
+            return set()
+        return out
+
     def put_many(self, items: dict[str, Any]) -> None:
         """Store facts in one transaction (all or nothing)."""
         self.put_blobs({k: encode_facts(v) for k, v in items.items()})

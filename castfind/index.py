@@ -29,6 +29,8 @@ from castfind.versions import EXTRACTOR_VERSION
 from castfind.workers import Extracted, Job, ProgressFn, Workers, encoded, extract_in_pool
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from castfind.facts import FileFacts  # PERF: a warm run that loads no facts never imports them
 
 # Below this many misses starting a process pool costs more than it saves; a kept one (:meth:`Index.parsing`)
@@ -78,6 +80,8 @@ class Index:
         self.observer: ReadObserver | None = None
         self._workers: Workers | None = None
         self._wanted: set[SourceFile] | None = None  # inside in_batches: the files asked for, not parsed
+        #: abspath → the file and its extraction, started by :meth:`parse_ahead` and not yet asked for.
+        self._ahead: dict[str, tuple[SourceFile, Future[Extracted]]] = {}
         self._facts: dict[str, FileFacts] = {}
         self._data: dict[str, bytes] = {}
         self._keys: dict[str, str] = {}
@@ -404,12 +408,73 @@ class Index:
         try:
             yield
         finally:
+            for _, fut in self._ahead.values():  # started and never asked for (the block raised)
+                fut.cancel()
+            self._ahead.clear()
             self._workers.close()
             self._workers = None
 
+    def parse_ahead(self, files: Iterable[SourceFile]) -> None:
+        """Start extracting ``files`` in the kept pool (:meth:`parsing`) and return at once; a later
+        :meth:`load_files` takes their facts from there. Only for files that will certainly be loaded.
+
+        PERF: a cold scan's main process works alone for a quarter of its time (getter inference, the
+        first handoffs) while the workers idle; files known early (the candidates) fill that time. A
+        batch asked for meanwhile goes first: the files started ahead that are still queued are taken
+        back, the batch is parsed, and they are started again (:meth:`_extract`). Files in memory or in
+        the cache are not started; without a kept pool this does nothing.
+        """
+        if self._workers is None:
+            return
+        from concurrent.futures.process import BrokenProcessPool  # PERF: only where a pool runs
+
+        todo = [sf for sf in dict.fromkeys(files) if sf.abspath not in self._facts and sf.abspath not in self._ahead]
+        if self.cache and todo:
+            have = self.cache.has_facts(self.key(sf) for sf in todo)
+            todo = [sf for sf in todo if self.key(sf) not in have]
+        todo.sort(key=lambda sf: -len(self.data(sf)))  # big files first, as in a batch
+        try:
+            started = self._workers.start([_job(sf) for sf in todo])
+        except (BrokenProcessPool, RuntimeError):  # a pool that cannot take work: parsed when asked for
+            return
+        self._ahead.update((sf.abspath, (sf, fut)) for sf, fut in zip(todo, started, strict=True))
+
     def _extract(self, misses: list[SourceFile]) -> None:
+        """Extract ``misses`` and store their facts (and their cache rows), in their order."""
+        # The files started ahead and still queued wait behind this batch: taken back now, started again after.
+        queued = [sf for sf, fut in self._ahead.values() if fut.cancel()]
+        for sf in queued:
+            del self._ahead[sf.abspath]
+        running = {sf.abspath: self._ahead.pop(sf.abspath)[1] for sf in misses if sf.abspath in self._ahead}
+        got: dict[str, Extracted] = {}
+        now = [sf for sf in misses if sf.abspath not in running]
+        if now:
+            got.update(zip((sf.abspath for sf in now), self._extract_now(now), strict=True))
+        failed: list[SourceFile] = []
+        for sf in misses:
+            if sf.abspath in running:
+                try:
+                    got[sf.abspath] = running[sf.abspath].result()
+                except Exception:  # noqa: BLE001 -- a broken pool (a parser crash): parsed again below
+                    failed.append(sf)
+        if failed:  # through the batch path, which isolates a file that crashes its worker
+            got.update(zip((sf.abspath for sf in failed), self._extract_now(failed), strict=True))
+        self.parsed += len(misses)
+        to_cache = {}
+        for sf in misses:
+            facts, blob = got[sf.abspath]
+            self._store(sf, replace(facts, module=sf.module, path=sf.path, is_package=sf.is_package))
+            to_cache[self.key(sf)] = blob
+        if self.cache:
+            self.cache.put_blobs(to_cache)
+        if queued:
+            self.parse_ahead(queued)
+
+    def _extract_now(self, misses: list[SourceFile]) -> list[Extracted]:
+        """Extract ``misses`` (in their order): in the workers when the batch is big enough for them, else
+        in this process."""
         total = len(misses)
-        jobs: list[Job] = [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in misses]
+        jobs: list[Job] = [_job(sf) for sf in misses]
         blobs: list[Extracted]
         kept = self._workers
         if (kept is not None and total >= _KEPT_POOL_MIN) or (self.jobs > 1 and total >= _POOL_MIN):
@@ -425,13 +490,11 @@ class Index:
                 blobs.append(encoded(extract_source(self.data(sf), job[1], job[2], job[3])))
                 if self.progress:
                     self.progress(n, total)
-        self.parsed += total
-        to_cache = {}
-        for sf, (facts, blob) in zip(misses, blobs, strict=True):
-            self._store(sf, replace(facts, module=sf.module, path=sf.path, is_package=sf.is_package))
-            to_cache[self.key(sf)] = blob
-        if self.cache:
-            self.cache.put_blobs(to_cache)
+        return blobs
+
+
+def _job(sf: SourceFile) -> Job:
+    return (sf.abspath, sf.module, sf.path, sf.is_package)
 
 
 def _stat_of(st: os.stat_result) -> Stat:

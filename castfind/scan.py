@@ -167,6 +167,11 @@ def _scan(index: Index, rules: RuleSet, demand: bool, only: set[str] | None, exp
     oracle = GetterOracle(index, rules, queries)
 
     if demand:
+        if not memo.prev_steps:
+            # PERF: nothing is carried, so every file these queries choose is parsed in this run: the workers
+            # start on them now, while this process infers getters (Index.parse_ahead).
+            index.parse_ahead(queries.select(("cand", ())) + queries.select(("source", ())))
+
         def infer() -> dict[str, str]:
             oracle.infer(queries.select(("seed",)), lambda names: queries.select(("contains", tuple(sorted(names)))))
             return dict(oracle.known)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from castfind.cache import encode_facts
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     from castfind.facts import FileFacts
 
@@ -112,14 +112,21 @@ class Workers:
     small: a pool started once takes even a batch of two files off the main process.
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, work: Callable[[Job], Extracted] = extract_job) -> None:
         self.workers = workers
+        self.work = work  # what a worker runs on a job (tests give one that crashes)
         self._pool: ProcessPoolExecutor | None = None
 
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = new_pool(self.workers)
         return self._pool
+
+    def start(self, jobs: list[Job]) -> list[Future[Extracted]]:
+        """Submit ``jobs`` to the pool in order and return at once; each future holds a job's result or the
+        error that ended it (a broken pool). Raises when the pool cannot take work."""
+        pool = self.pool()
+        return [pool.submit(self.work, job) for job in jobs]
 
     def discard(self) -> None:
         """Drop a broken pool (the next :meth:`pool` starts a fresh one)."""
@@ -134,7 +141,7 @@ class Workers:
 
 
 def extract_in_pool(jobs: list[Job], order: list[int], workers: int | Workers, progress: ProgressFn | None = None,
-                    work: Callable[[Job], Extracted] = extract_job) -> dict[int, Extracted]:
+                    work: Callable[[Job], Extracted] | None = None) -> dict[int, Extracted]:
     """Extract ``jobs`` (taken in ``order``) in worker processes; job number → its result.
 
     ``workers``: a count (a pool is started for this call and shut down after it) or a kept
@@ -145,7 +152,8 @@ def extract_in_pool(jobs: list[Job], order: list[int], workers: int | Workers, p
     from concurrent.futures.process import BrokenProcessPool
 
     own = not isinstance(workers, Workers)
-    kept = Workers(workers) if isinstance(workers, int) else workers
+    kept = Workers(workers, work or extract_job) if isinstance(workers, int) else workers
+    work = work or kept.work
     # Small batches go out a file at a time, so both workers get some.
     chunk = max(1, min(_CHUNK, len(order) // (kept.workers * 8)))
     by_i: dict[int, Extracted] = {}

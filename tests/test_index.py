@@ -175,3 +175,75 @@ def test_a_batch_inside_a_batch_hands_its_files_to_the_outer_one(tmp_path: Path)
     got = index.in_batches([0, 1], lambda i: index.in_batches([i, 2], lambda j: _follow(index, j)))
     assert got == [["g0", "g2"], ["g1", "g2"]]
     assert batches == [3, 3]
+
+
+def _ahead_files(tmp_path: Path, n: int) -> list:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (tmp_path / f"m{i}.py").write_text(f"def f{i}(kv):\n" + "    x = 1\n" * (i * 40) + "    return kv.float()\n")
+    return discover([str(tmp_path)])
+
+
+def test_files_parsed_ahead_give_the_facts_a_batch_gives_and_a_batch_asked_meanwhile_runs_on_its_own(tmp_path: Path) -> None:
+    files = _ahead_files(tmp_path / "a", 24)
+    plain = Index(discover([str(tmp_path / "a")]), jobs=1)
+    want = {sf.path: f for sf, f in zip(plain.files, plain.load_files(plain.files), strict=True)}
+    index = Index(files, jobs=2)
+    batches: list[int] = []
+    real = index._extract
+
+    def spy(misses: list) -> None:
+        batches.append(len(misses))
+        real(misses)
+
+    index._extract = spy  # type: ignore[method-assign]
+    with index.parsing():
+        index.parse_ahead(files[:20])
+        assert len(index._ahead) == 20
+        # Asked for while the 20 are queued: the two files are parsed first, the queued ones started again.
+        first = index.load_files(files[20:22])
+        assert [len(f.casts) for f in first] == [1, 1]
+        assert set(index._ahead) <= {sf.abspath for sf in files[:20]}
+        got = index.load_files(files)
+    assert {sf.path: f for sf, f in zip(files, got, strict=True)} == want
+    assert index.parsed == 24 and batches == [2, 22]
+    assert index._ahead == {}
+
+
+def test_a_crash_in_a_file_parsed_ahead_becomes_a_diagnostic_and_the_rest_are_parsed(tmp_path: Path) -> None:
+    files, _ = _with_boom(tmp_path, 8)
+    index = Index(files, jobs=2)
+    with index.parsing():
+        assert index._workers is not None
+        index._workers.work = crash_on_boom
+        index.parse_ahead(files)
+        got = {sf.path: f for sf, f in zip(files, index.load_files(files), strict=True)}
+    assert got["boom.py"].error_kind == "unsupported"
+    assert all(len(f.casts) == 1 and f.error is None for p, f in got.items() if p != "boom.py")
+
+
+def test_files_parsed_ahead_and_never_asked_for_do_not_hold_up_the_end_of_the_scan(tmp_path: Path) -> None:
+    files = _ahead_files(tmp_path, 30)
+    index = Index(files, jobs=2)
+    with index.parsing():
+        index.parse_ahead(files)
+        workers = index._workers
+    assert index._ahead == {} and workers is not None and workers._pool is None
+    assert index.parsed == 0  # nothing was asked for, so nothing was stored
+
+
+def test_parse_ahead_without_a_kept_pool_or_for_cached_files_starts_nothing(tmp_path: Path) -> None:
+    from castfind.cache import Cache
+
+    files = _ahead_files(tmp_path / "src", 3)
+    index = Index(files, jobs=2)
+    index.parse_ahead(files)  # outside Index.parsing: no pool is kept
+    assert index._ahead == {}
+    cache = Cache(tmp_path / "cache")
+    Index(files, cache=cache, jobs=1).load_files(files[:2])
+    warm = Index(files, cache=cache, jobs=2)
+    with warm.parsing():
+        warm.parse_ahead(files)
+        assert [p for p in warm._ahead] == [files[2].abspath]  # the two in the cache are read from it
+        warm.load_files(files)
+    assert warm.parsed == 1
