@@ -450,13 +450,19 @@ class Index:
         now = [sf for sf in misses if sf.abspath not in running]
         if now:
             got.update(zip((sf.abspath for sf in now), self._extract_now(now), strict=True))
-        failed: list[SourceFile] = []
-        for sf in misses:
-            if sf.abspath in running:
+        broke: set[str] = set()
+        if running:
+            from concurrent.futures import as_completed  # PERF: only where a pool runs
+
+            path_of = {fut: p for p, fut in running.items()}
+            for n, fut in enumerate(as_completed(path_of), 1):  # as they finish, for the progress bar
                 try:
-                    got[sf.abspath] = running[sf.abspath].result()
+                    got[path_of[fut]] = fut.result()
                 except Exception:  # noqa: BLE001 -- a broken pool (a parser crash): parsed again below
-                    failed.append(sf)
+                    broke.add(path_of[fut])
+                if self.progress:
+                    self.progress(n, len(path_of))
+        failed = [sf for sf in misses if sf.abspath in broke]
         if failed:  # through the batch path, which isolates a file that crashes its worker
             got.update(zip((sf.abspath for sf in failed), self._extract_now(failed), strict=True))
         self.parsed += len(misses)

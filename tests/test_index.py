@@ -188,7 +188,8 @@ def test_files_parsed_ahead_give_the_facts_a_batch_gives_and_a_batch_asked_meanw
     files = _ahead_files(tmp_path / "a", 24)
     plain = Index(discover([str(tmp_path / "a")]), jobs=1)
     want = {sf.path: f for sf, f in zip(plain.files, plain.load_files(plain.files), strict=True)}
-    index = Index(files, jobs=2)
+    shown: list[tuple[int, int]] = []
+    index = Index(files, jobs=2, progress=lambda done, total: shown.append((done, total)))
     batches: list[int] = []
     real = index._extract
 
@@ -208,6 +209,8 @@ def test_files_parsed_ahead_give_the_facts_a_batch_gives_and_a_batch_asked_meanw
     assert {sf.path: f for sf, f in zip(files, got, strict=True)} == want
     assert index.parsed == 24 and batches == [2, 22]
     assert index._ahead == {}
+    # The progress bar counts the files parsed ahead as they finish, up to a full bar.
+    assert shown[-1][0] == shown[-1][1] and sum(d == t for d, t in shown) >= 2
 
 
 def test_a_crash_in_a_file_parsed_ahead_becomes_a_diagnostic_and_the_rest_are_parsed(tmp_path: Path) -> None:
