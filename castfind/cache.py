@@ -118,21 +118,26 @@ class Cache:
             self.notices.append(f"{self.path}: cannot open the cache ({e}); continuing without it")
             self._conn = None
 
-    def _select(self, table: str, keys: Iterable[str]) -> dict[str, bytes]:
-        """Raw blobs of ``table`` for the keys present (a damaged database is rebuilt: nothing found)."""
+    def _rows(self, columns: str, table: str, keys: Iterable[str]) -> list[tuple[Any, ...]]:
+        """``columns`` of the rows of ``table`` whose key is one of ``keys`` (a damaged database is
+        rebuilt: nothing found)."""
         keys = list(dict.fromkeys(keys))
-        out: dict[str, bytes] = {}
+        out: list[tuple[Any, ...]] = []
         if self._conn is None or not keys:
             return out
         try:
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
-                q = f"SELECT key, data FROM {table} WHERE key IN ({','.join('?' * len(chunk))})"
-                out.update(self._conn.execute(q, chunk))
+                q = f"SELECT {columns} FROM {table} WHERE key IN ({','.join('?' * len(chunk))})"
+                out += self._conn.execute(q, chunk)
         except sqlite3.DatabaseError as e:
             self._rebuild(str(e))
-            return {}
+            return []
         return out
+
+    def _select(self, table: str, keys: Iterable[str]) -> dict[str, bytes]:
+        """Raw blobs of ``table`` for the keys present."""
+        return dict(self._rows("key, data", table, keys))
 
     def _write(self, table: str, rows: list[tuple[str, bytes]]) -> None:
         """Store rows in one transaction (all or nothing)."""
@@ -161,19 +166,7 @@ class Cache:
 
     def has_facts(self, keys: Iterable[str]) -> set[str]:
         """The keys with a facts row (not decoded: a damaged row counts, and is parsed again when read)."""
-        keys = list(dict.fromkeys(keys))
-        out: set[str] = set()
-        if self._conn is None or not keys:
-            return out
-        try:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                q = f"SELECT key FROM facts WHERE key IN ({','.join('?' * len(chunk))})"
-                out.update(k for (k,) in self._conn.execute(q, chunk))
-        except sqlite3.DatabaseError as e:
-            self._rebuild(str(e))
-            return set()
-        return out
+        return {k for (k,) in self._rows("key", "facts", keys)}
 
     def put_many(self, items: dict[str, Any]) -> None:
         """Store facts in one transaction (all or nothing)."""
