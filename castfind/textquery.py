@@ -124,47 +124,66 @@ def calls_predicate(name: str, module: str, shapes: dict[str, CallShape] | None 
     return pred
 
 
-def _names_pool(rules: RuleSet, seen: dict[str, bool] | None) -> Callable[[SourceFile, bytes], bool]:
-    """Does the file name a buffer word of a kind whose getters are inferred? ``seen`` (file abspath →
-    answer) is shared by the queries of a run. PERF: one pass of this pattern over both wheels costs
-    ~3 s, and two queries ask it of every file."""
-    inferable = rules.buffer_words(inferable_only=True)
-    cache: dict[str, bool] = {} if seen is None else seen
+def _any_word(names: tuple[str, ...]) -> re.Pattern[bytes] | None:
+    """Any of ``names`` as a whole word (None for no names)."""
+    if not names:
+        return None
+    return re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b")
 
-    def names(sf: SourceFile, data: bytes) -> bool:
-        got = cache.get(sf.abspath)
+
+#: The file tests several queries share (:func:`_shared`): a buffer word of a kind whose getters are
+#: inferred, any whole-buffer word, a cast call.
+SharedTest = Literal["pool", "word", "cast"]
+
+
+def _shared(name: SharedTest, rules: RuleSet, tests: dict[str, dict[str, bool]] | None) -> Callable[[SourceFile, bytes], bool]:
+    """The file test ``name`` (:data:`SharedTest`), answered once per file: ``tests`` (test → file abspath →
+    answer) is shared by the queries of a run.
+
+    PERF: each pattern costs 1–3 s over both wheels, and several queries ask it of every file: the
+    getter seeds and the handoff sources the pool words; the candidates (with and without the inferred
+    getters' names) and the files with a cast the cast pattern.
+    """
+    if name == "pool":
+        pat = rules.buffer_words(inferable_only=True)
+    elif name == "word":
+        pat = rules.buffer_words()
+    else:
+        pat = cast_regex(rules.cast_methods())
+    seen: dict[str, bool] = {} if tests is None else tests.setdefault(name, {})
+
+    def answer(sf: SourceFile, data: bytes) -> bool:
+        got = seen.get(sf.abspath)
         if got is None:
-            got = cache[sf.abspath] = inferable is not None and inferable.search(data) is not None
+            got = seen[sf.abspath] = pat is not None and pat.search(data) is not None
         return got
 
-    return names
+    return answer
 
 
 def predicate(key: QueryKey, rules: RuleSet, shapes: dict[str, CallShape] | None = None,
-              pools: dict[str, bool] | None = None) -> Predicate:
-    """The file test a query key names (``shapes``: see :func:`calls_predicate`; ``pools``: see
-    :func:`_names_pool`)."""
+              tests: dict[str, dict[str, bool]] | None = None) -> Predicate:
+    """The file test a query key names (``shapes``: see :func:`calls_predicate`; ``tests``: see
+    :func:`_shared`)."""
     kind = key[0]
     if kind == "seed":
-        names_pool = _names_pool(rules, pools)
-        return lambda sf, data: names_pool(sf, data) and _RETURN.search(data) is not None
+        pool = _shared("pool", rules, tests)
+        return lambda sf, data: pool(sf, data) and _RETURN.search(data) is not None
     if kind == "source":
-        names_pool = _names_pool(rules, pools)
-        named = [g.encode() for g in _texts(key[1])]
-        known = re.compile(rb"\b(?:" + b"|".join(map(re.escape, named)) + rb")\b") if named else None
+        pool = _shared("pool", rules, tests)
+        named = _texts(key[1])
+        known = _any_word(named)
+        literals = [n.encode() for n in named]
         # PERF: a getter's name as plain bytes first; the word pattern only where one is.
-        return lambda sf, data: names_pool(sf, data) or (
-            known is not None and any(g in data for g in named) and known.search(data) is not None)
+        return lambda sf, data: pool(sf, data) or (
+            known is not None and any(g in data for g in literals) and known.search(data) is not None)
     if kind == "cand":
-        cast_re = cast_regex(rules.cast_methods())
-        words = rules.buffer_words()
-        getters = _texts(key[1])
-        extra = re.compile(rb"\b(?:" + b"|".join(re.escape(g.encode()) for g in getters) + rb")\b") if getters else None
-        return lambda sf, data: bool(cast_re.search(data) and (
-            (words is not None and words.search(data)) or (extra is not None and extra.search(data))))
+        cast, word = _shared("cast", rules, tests), _shared("word", rules, tests)
+        extra = _any_word(_texts(key[1]))
+        return lambda sf, data: cast(sf, data) and (
+            word(sf, data) or (extra is not None and extra.search(data) is not None))
     if kind == "casts":
-        any_cast = cast_regex(rules.cast_methods())
-        return lambda sf, data: bool(any_cast.search(data))
+        return _shared("cast", rules, tests)
     if kind == "contains":
         pats = [_word(n) for n in _texts(key[1])]
         return lambda sf, data: any(p.search(data) for p in pats)
@@ -198,7 +217,7 @@ class TextQueries:
         self.memo = memo
         self._preds: dict[QueryKey, Predicate] = {}
         self._shapes: dict[str, dict[str, CallShape]] = {}  # name → file abspath → its call shape (a run's files)
-        self._pools: dict[str, bool] = {}  # file abspath → names a pool word (a run's files)
+        self._tests: dict[str, dict[str, bool]] = {}  # shared test → file abspath → its answer (a run's files)
         self.words = Words(index)
         self._pos = {sf.abspath: i for i, sf in enumerate(index.files)}
         memo.predicate = self.predicate
@@ -207,7 +226,7 @@ class TextQueries:
         got = self._preds.get(key)
         if got is None:
             shapes = self._shapes.setdefault(_text(key[1]), {}) if key[0] == "calls" else None
-            got = self._preds[key] = predicate(key, self.rules, shapes, self._pools)
+            got = self._preds[key] = predicate(key, self.rules, shapes, self._tests)
         return got
 
     def select(self, key: QueryKey) -> list[SourceFile]:

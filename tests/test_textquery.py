@@ -106,4 +106,4 @@ def test_a_file_naming_a_pool_is_a_handoff_source_without_a_cast(tmp_path: Path)
     assert {sf.path for sf in queries.select(("source", ("pages_of",)))} == {"layer.py", "runner.py"}
     assert queries.select(("cand", ())) == []  # none of them holds a cast
     # The pool-word test ran once per file, shared by both queries (and by the getter seeds').
-    assert set(queries._pools) == {str(tmp_path / p) for p in files}
+    assert set(queries._tests["pool"]) == {str(tmp_path / p) for p in files}
