@@ -426,13 +426,19 @@ class Index:
         """
         if self._workers is None:
             return
-        from concurrent.futures.process import BrokenProcessPool  # PERF: only where a pool runs
-
         todo = [sf for sf in dict.fromkeys(files) if sf.abspath not in self._facts and sf.abspath not in self._ahead]
         if self.cache and todo:
             have = self.cache.has_facts(self.key(sf) for sf in todo)
             todo = [sf for sf in todo if self.key(sf) not in have]
-        todo.sort(key=lambda sf: -len(self.data(sf)))  # big files first, as in a batch
+        self._start_ahead(todo)
+
+    def _start_ahead(self, todo: list[SourceFile]) -> None:
+        """Start ``todo`` (cache misses, none in memory or started) in the kept pool, big files first."""
+        from concurrent.futures.process import BrokenProcessPool  # PERF: only where a pool runs
+
+        if self._workers is None or not todo:
+            return
+        todo = sorted(todo, key=lambda sf: -len(self.data(sf)))  # as in a batch
         try:
             started = self._workers.start([_job(sf) for sf in todo])
         except (BrokenProcessPool, RuntimeError):  # a pool that cannot take work: parsed when asked for
@@ -473,8 +479,7 @@ class Index:
             to_cache[self.key(sf)] = blob
         if self.cache:
             self.cache.put_blobs(to_cache)
-        if queued:
-            self.parse_ahead(queued)
+        self._start_ahead([sf for sf in queued if sf.abspath not in self._facts])  # known misses: no cache query
 
     def _extract_now(self, misses: list[SourceFile]) -> list[Extracted]:
         """Extract ``misses`` (in their order): in the workers when the batch is big enough for them, else

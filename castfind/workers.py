@@ -152,7 +152,7 @@ def extract_in_pool(jobs: list[Job], order: list[int], workers: int | Workers, p
     from concurrent.futures.process import BrokenProcessPool
 
     own = not isinstance(workers, Workers)
-    kept = Workers(workers, work or extract_job) if isinstance(workers, int) else workers
+    kept = Workers(workers) if isinstance(workers, int) else workers
     work = work or kept.work
     # Small batches go out a file at a time, so both workers get some.
     chunk = max(1, min(_CHUNK, len(order) // (kept.workers * 8)))
