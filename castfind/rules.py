@@ -49,6 +49,7 @@ import yaml
 
 from castfind import casts as cast_table
 from castfind.casts import CastMethod, Operand
+from castfind.sourcetext import word_start
 from castfind.types import SEVERITIES, Severity, is_severity
 
 #: The placeholders a rule's ``message`` may use.
@@ -149,6 +150,26 @@ def globs_match(patterns: tuple[str, ...], name: str) -> bool:
 
 
 # --- the rule set ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnyPattern:
+    """Byte patterns searched one after the other: where any matches, the text matches.
+
+    PERF: ``re`` scans quickly for a pattern that starts with literals, and tries every position of
+    the text for one that starts with ``\\b`` or with an alternation of different shapes. Over both
+    wheels the getter names and the attribute accesses searched apart take ~0.4 s; one pattern of
+    both took ~3 s.
+    """
+
+    patterns: tuple[re.Pattern[bytes], ...]
+
+    def search(self, data: bytes) -> re.Match[bytes] | None:
+        for p in self.patterns:
+            m = p.search(data)
+            if m is not None:
+                return m
+        return None
 
 
 #: One identifier token: a run of lowercase letters (with its capital), an acronym, or digits.
@@ -338,7 +359,7 @@ class RuleSet:
 
         return replace(self, entry_points=self.entry_points + tuple(extra))
 
-    def buffer_words(self, inferable_only: bool = False) -> re.Pattern[bytes] | None:
+    def buffer_words(self, inferable_only: bool = False) -> AnyPattern | None:
         """A byte regex for the text that can make a receiver a whole buffer (None: nothing can).
 
         A getter counts as a word (``get_key_buffer``); an attribute pattern only as an attribute
@@ -354,13 +375,13 @@ class RuleSet:
             getters.update(re.escape(g) for g in kind.getters)
             # Inside a name: `*` is a run of word characters, `?` one.
             attrs.update("(?:" + glob_regex(p, star=r"\w*", one=r"\w") + ")" for p in kind.attributes)
-        alts = []
+        alts: list[bytes] = []
         if getters:
-            alts.append(r"\b(?:" + "|".join(sorted(getters)) + ")")
+            alts.append(b"(?:" + b"|".join(word_start(g.encode()) for g in sorted(getters)) + rb")\b")
         if attrs:
             # Whitespace, a line continuation or a comment may sit between the dot and the name.
-            alts.append(r"\.(?:\s|\\\r?\n|#[^\n]*\n)*(?:" + "|".join(sorted(attrs)) + ")")
-        return re.compile(("(?:" + "|".join(alts) + r")\b").encode()) if alts else None
+            alts.append((r"\.(?:\s|\\\r?\n|#[^\n]*\n)*(?:" + "|".join(sorted(attrs)) + r")\b").encode())
+        return AnyPattern(tuple(re.compile(a) for a in alts)) if alts else None
 
 
 _TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "rules")

@@ -17,6 +17,19 @@ from dataclasses import dataclass
 NEWLINE = re.compile(r"\r\n?|\n")
 
 
+def word_start(literal: bytes) -> bytes:
+    """A byte pattern for ``\\b`` + ``literal`` (a regex-escaped name), written as the name and then a
+    look back at the byte before it.
+
+    PERF: ``re`` finds a pattern that starts with literals by a fast scan, but tries every position of
+    the text for one that starts with ``\\b``: over both wheels' 168 MB, a pattern of the getter names
+    took ~2 s with a leading ``\\b`` and ~0.1 s written so.
+    """
+    if literal[:1].isascii() and (literal[:1].isalnum() or literal[:1] == b"_"):
+        return literal + rb"(?<![A-Za-z0-9_]" + literal + rb")"
+    return rb"\b" + literal
+
+
 def decode(data: bytes) -> str:
     """The file's text, decoded as the interpreter would (BOM, coding line, else UTF-8).
 

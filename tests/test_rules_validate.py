@@ -361,3 +361,31 @@ def test_validate_command_points_at_a_bad_exclude_pattern(tmp_path):
     out = r.stdout + r.stderr
     assert f"{bad}:4: buffers.weight.exclude.name: '*Norm*' has an uppercase letter" in out, out
     assert f"{bad}:5: buffers.weight.exclude_in:" in out, out
+
+
+def test_buffer_words_match_where_the_one_pattern_they_replace_matched():
+    """The getter names and attribute accesses, searched apart (AnyPattern), match exactly the texts the
+    single pattern of both matched: crafted edges and every project source and fixture."""
+    import re
+
+    from castfind.rules import glob_regex
+    from tests.support import REPO
+
+    rs = load_rules(include_default=True)
+    for inferable_only in (False, True):
+        kinds = [k for k in rs.buffers.values() if k.infer_getters or not inferable_only]
+        getters = sorted({re.escape(g) for k in kinds for g in k.getters})
+        attrs = sorted({"(?:" + glob_regex(p, star=r"\w*", one=r"\w") + ")" for k in kinds for p in k.attributes})
+        alts = [r"\b(?:" + "|".join(getters) + ")", r"\.(?:\s|\\\r?\n|#[^\n]*\n)*(?:" + "|".join(attrs) + ")"]
+        one = re.compile(("(?:" + "|".join(alts) + r")\b").encode())
+        words = rs.buffer_words(inferable_only=inferable_only)
+        assert words is not None and len(words.patterns) == 2
+        texts = [b"get_key_buffer(i)", b"xget_key_buffer(i)", b"get_key_buffers(i)", b"_get_key_buffer", b"1get_kv_cache",
+                 b"(get_kv_cache)", b"get_kv_cache", b"\xc3\xbcget_kv_cache()", b"self. # c\n  k_buffer", b"k_buffer",
+                 b"self.k_buffer_x", b"a.w13_weight", b"a.weightx", b"x.my_weight_scale", b"f(weight)", b""]
+        texts += [p.read_bytes() for p in sorted(REPO.glob("castfind/*.py")) + sorted(REPO.glob("fixtures/**/*.py"))]
+        hits = 0
+        for t in texts:
+            assert bool(words.search(t)) is bool(one.search(t)), (inferable_only, t[:80])
+            hits += bool(one.search(t))
+        assert 20 < hits < len(texts) - 5
