@@ -41,7 +41,7 @@ from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
 from castfind.scope import in_scope
-from castfind.textquery import TextQueries, def_line
+from castfind.textquery import TextQueries, def_lines
 
 #: A by-name edge is added only when at most this many functions share the name.
 WEAK_FANOUT = 6
@@ -81,8 +81,8 @@ class CallGraph:
         def count() -> int:
             files = self.queries.select(("defines", name))
             self.r.tracker.read(sf.abspath for sf in files)  # the count reads their text
-            pat = def_line(name)
-            return sum(len(pat.findall(self.index.data(sf))) for sf in files)
+            lines = def_lines(name)
+            return sum(lines(self.index.data(sf)) for sf in files)
 
         return self.memo.step(("defcount", name), count)
 

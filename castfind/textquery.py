@@ -25,8 +25,8 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Literal
 
 from castfind.discover import SourceFile
-from castfind.rules import RuleSet
-from castfind.sourcetext import CALL_GAP
+from castfind.rules import AnyPattern, RuleSet
+from castfind.sourcetext import CALL_GAP, word_start
 from castfind.words import Words
 
 if TYPE_CHECKING:
@@ -38,7 +38,11 @@ Predicate = Callable[[SourceFile, bytes], bool]
 
 _RETURN = re.compile(rb"\breturn\b")
 _DEF_PREFIX = re.compile(rb"[ \t]*(?:async[ \t]+)?def[ \t]+")
+_DEF_INDENT = re.compile(rb"[ \t]*(?:async[ \t]+)?")
 _STAR_IMPORT = re.compile(rb"\bimport[ \t]+\*")
+# `def name(` anywhere (no line anchor): a file holds `def[ \t]+NAME[ \t]*[(\[]` for an identifier NAME exactly
+# when NAME is one of this pattern's matches (no match of it can overlap another `def`, so none is hidden).
+_DEF_NAME = re.compile(rb"def[ \t]+([A-Za-z0-9_\x80-\xff]+)[ \t]*[(\[]")
 
 
 def _text(part: Hashable) -> str:
@@ -54,12 +58,32 @@ def _texts(part: Hashable) -> tuple[str, ...]:
 
 
 def _word(name: str) -> re.Pattern[bytes]:
-    return re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+    return re.compile(word_start(re.escape(name.encode())) + rb"\b")
 
 
 def def_line(name: str) -> re.Pattern[bytes]:
     """``def name(`` or ``async def name[`` at the start of a line (any indentation)."""
     return re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]", re.M)
+
+
+def def_lines(name: str) -> Callable[[bytes], int]:
+    """How many lines of a text :func:`def_line` matches.
+
+    PERF: a multi-line ``^`` pattern is tried at every line start. The unanchored ``def name(`` is found
+    by a fast scan, and only its line's start is checked. Each line holds at most one match (its first
+    word is ``def`` or ``async``), and no unanchored match can hide another's ``def``.
+    """
+    quick = re.compile(rb"def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]")
+
+    def count(data: bytes) -> int:
+        n = 0
+        for m in quick.finditer(data):
+            start = m.start()
+            if _DEF_INDENT.fullmatch(data, data.rfind(b"\n", 0, start) + 1, start):
+                n += 1
+        return n
+
+    return count
 
 
 def cast_regex(methods: set[str]) -> re.Pattern[bytes]:
@@ -76,7 +100,7 @@ CallShape = Literal["any", "own", "none"]
 
 def call_shape(name: str) -> Callable[[bytes], CallShape]:
     """The test behind :func:`calls_predicate`, for one name and any module."""
-    call = re.compile(rb"\b" + re.escape(name.encode()) + CALL_GAP + rb"\(")
+    call = re.compile(word_start(re.escape(name.encode())) + CALL_GAP + rb"\(")
     word = _word(name)
     enc = name.encode()
 
@@ -128,7 +152,7 @@ def _any_word(names: tuple[str, ...]) -> re.Pattern[bytes] | None:
     """Any of ``names`` as a whole word (None for no names)."""
     if not names:
         return None
-    return re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b")
+    return re.compile(b"(?:" + b"|".join(word_start(re.escape(n.encode())) for n in names) + rb")\b")
 
 
 #: The file tests several queries share (:func:`_shared`): a buffer word of a kind whose getters are
@@ -140,10 +164,11 @@ def _shared(name: SharedTest, rules: RuleSet, tests: dict[str, dict[str, bool]] 
     """The file test ``name`` (:data:`SharedTest`), answered once per file: ``tests`` (test → file abspath →
     answer) is shared by the queries of a run.
 
-    PERF: each pattern costs 1–3 s over both wheels, and several queries ask it of every file: the
+    PERF: each pattern costs 0.1–0.6 s over both wheels, and several queries ask it of every file: the
     getter seeds and the handoff sources the pool words; the candidates (with and without the inferred
     getters' names) and the files with a cast the cast pattern.
     """
+    pat: AnyPattern | re.Pattern[bytes] | None
     if name == "pool":
         pat = rules.buffer_words(inferable_only=True)
     elif name == "word":
@@ -162,9 +187,11 @@ def _shared(name: SharedTest, rules: RuleSet, tests: dict[str, dict[str, bool]] 
 
 
 def predicate(key: QueryKey, rules: RuleSet, shapes: dict[str, CallShape] | None = None,
-              tests: dict[str, dict[str, bool]] | None = None) -> Predicate:
+              tests: dict[str, dict[str, bool]] | None = None,
+              defs: dict[str, frozenset[bytes]] | None = None) -> Predicate:
     """The file test a query key names (``shapes``: see :func:`calls_predicate`; ``tests``: see
-    :func:`_shared`)."""
+    :func:`_shared`; ``defs``: file abspath → the names after its unanchored ``def``, shared by the
+    ``defines`` queries of a run)."""
     kind = key[0]
     if kind == "seed":
         pool = _shared("pool", rules, tests)
@@ -188,11 +215,20 @@ def predicate(key: QueryKey, rules: RuleSet, shapes: dict[str, CallShape] | None
         pats = [_word(n) for n in _texts(key[1])]
         return lambda sf, data: any(p.search(data) for p in pats)
     if kind == "defines":
-        pat = def_line(_text(key[1]))
-        # PERF: a multi-line `^` pattern tries every line start; the unanchored `def name(` is found far
-        # faster, and only a file that holds one is searched with the anchored pattern.
-        quick = re.compile(rb"def[ \t]+" + re.escape(_text(key[1]).encode()) + rb"[ \t]*[(\[]")
-        return lambda sf, data: bool(quick.search(data) and pat.search(data))
+        name = _text(key[1]).encode()
+        lines = def_lines(_text(key[1]))
+        if _DEF_NAME.fullmatch(b"def " + name + b"(") is None:  # not a name the shared table can hold
+            return lambda sf, data: lines(data) > 0
+        # PERF: the names after a `def` are found once per file (a scan asks about thousands of names).
+        names = defs if defs is not None else {}
+
+        def defines(sf: SourceFile, data: bytes) -> bool:
+            got = names.get(sf.abspath)
+            if got is None:
+                got = names[sf.abspath] = frozenset(_DEF_NAME.findall(data))
+            return name in got and lines(data) > 0
+
+        return defines
     if kind == "calls":
         return calls_predicate(_text(key[1]), _text(key[2]), shapes)
     raise ValueError(f"unknown text query {key!r}")
@@ -218,6 +254,7 @@ class TextQueries:
         self._preds: dict[QueryKey, Predicate] = {}
         self._shapes: dict[str, dict[str, CallShape]] = {}  # name → file abspath → its call shape (a run's files)
         self._tests: dict[str, dict[str, bool]] = {}  # shared test → file abspath → its answer (a run's files)
+        self._defs: dict[str, frozenset[bytes]] = {}  # file abspath → the names it has a `def` of (a run's files)
         self.words = Words(index)
         self._pos = {sf.abspath: i for i, sf in enumerate(index.files)}
         memo.predicate = self.predicate
@@ -226,7 +263,7 @@ class TextQueries:
         got = self._preds.get(key)
         if got is None:
             shapes = self._shapes.setdefault(_text(key[1]), {}) if key[0] == "calls" else None
-            got = self._preds[key] = predicate(key, self.rules, shapes, self._tests)
+            got = self._preds[key] = predicate(key, self.rules, shapes, self._tests, self._defs)
         return got
 
     def select(self, key: QueryKey) -> list[SourceFile]:

@@ -107,3 +107,40 @@ def test_a_file_naming_a_pool_is_a_handoff_source_without_a_cast(tmp_path: Path)
     assert queries.select(("cand", ())) == []  # none of them holds a cast
     # The pool-word test ran once per file, shared by both queries (and by the getter seeds').
     assert set(queries._tests["pool"]) == {str(tmp_path / p) for p in files}
+
+
+_DEFINES_TEXTS = [
+    b"def foo(x):\n    pass\n",
+    b"    async def foo [T](x): ...\n",
+    b"class A:\n\tdef\tfoo\t(self): ...\n",
+    b"x = undef foo(1)\n",  # inside a longer word, not at a line start
+    b"def  def foo(x): ...\n",  # a `def` whose own name fails hides nothing after it
+    b"def foo_bar(x): ...\ndef foox(): ...\n",
+    b"def foo\n(x): ...\n",
+    b"# def foo(x):\ns = 'def foo(x)'\n",
+    b"def gr\xc3\xbc\xc3\x9f(x): ...\n",
+    b"deffoo(x)\ndef foo2(x)\n  def  foo  (x)\n",
+    b"class A:\n    def foo(self): ...\n    async  def foo(self): ...\n  x = 1; def foo(): ...\n",
+    b"",
+]
+
+
+@pytest.mark.parametrize("name", ["foo", "foo_bar", "foox", "foo2", "def", "gr\u00fc\u00df", "bar"])
+def test_defines_answers_as_the_patterns_it_replaces(name: str) -> None:
+    """The shared per-file table of `def` names gives what the unanchored, then anchored, pattern gave."""
+    import re
+
+    from castfind.rules import load_rules
+    from castfind.textquery import def_line, def_lines, predicate
+
+    quick = re.compile(rb"def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]")
+    anchored = def_line(name)
+    defs: dict[str, frozenset[bytes]] = {}
+    pred = predicate(("defines", name), load_rules(), defs=defs)
+    lines = def_lines(name)
+    for i, data in enumerate(_DEFINES_TEXTS + [b"\n".join(_DEFINES_TEXTS)]):
+        want = bool(quick.search(data) and anchored.search(data))
+        assert pred(_sf(f"f{i}.py", f"f{i}"), data) is want, data
+        assert lines(data) == len(anchored.findall(data)), data
+    assert len(defs) == len(_DEFINES_TEXTS) + 1  # one table per file, shared by every name asked
+    assert any(pred(_sf(f"f{i}.py", f"f{i}"), d) for i, d in enumerate(_DEFINES_TEXTS)) is (name != "bar" and name != "def")
