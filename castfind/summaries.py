@@ -91,6 +91,9 @@ class Summaries:
         self.prov = provenance
         self.handed: dict[tuple[Node, str], list[Handoff]] = {}
         self._generation = 0
+        # File facts id → (facts, generation, handoffs per call index, whole arguments per call index) of
+        # a :meth:`handoffs` that stopped at a file not parsed yet.
+        self._stopped: dict[int, tuple[FileFacts, int, dict[int, list[Handoff]], dict[int, list[Expr]]]] = {}
         # The tracker's answers outlive one scan of an index; this scan's handoffs (and scope) are its own.
         self._run = next(_RUNS)
         self._casts = {name for name, spec in provenance.rules.casts.items() if spec.operand == "receiver"}
@@ -102,6 +105,7 @@ class Summaries:
             if h not in got:
                 got.append(h)
                 self._generation += 1
+                self._stopped.clear()
 
     def handed_to(self, module: str) -> tuple[Handoff, ...]:
         """Every handoff into a function of ``module`` (what its casts' provenance may cross), sorted."""
@@ -169,24 +173,43 @@ class Summaries:
 
     # -- going forward: the calls that hand a whole buffer on ------------------------------------
     def handoffs(self, facts: FileFacts) -> list[Handoff]:
-        """The calls of one file that pass a whole buffer as an argument, one per callee parameter."""
+        """The calls of one file that pass a whole buffer as an argument, one per callee parameter.
+
+        PERF: a callee in a file not parsed yet stops the file, and :meth:`castfind.index.Index.in_batches`
+        asks again once that file is parsed. What the calls before it handed, and which arguments of the
+        stopped call are whole, are kept for that second time (for as long as no new handoff changes
+        what is whole), so it goes on from the stopped call.
+        """
         if facts.error is not None:
             return []
-        out: list[Handoff] = []
-        for cs in facts.calls:
-            if not cs.scope or not (cs.args or cs.kwargs):
-                continue
-            whole = [a for a in (*cs.args, *(v for _, v in cs.kwargs))
-                     if self.prov.origin(facts, cs.scope, a, cs.line) is not None]
-            if not whole:
-                continue
-            for module, fn in self.callees(facts, cs):
-                bound = is_bound(fn, cs.func)
-                for param in fn.params:
-                    arg = argument(cs.args, cs.kwargs, cs.starred, fn, param, bound)
-                    if arg is not None and any(arg is w for w in whole):
-                        out.append((module, fn.qualname, param, facts.module, cs.scope, cs.line, cs.func))
-        return sorted(set(out))
+        done: dict[int, list[Handoff]] = {}  # call index → its handoffs
+        wholes: dict[int, list[Expr]] = {}  # call index → its whole arguments
+        saved = self._stopped.pop(id(facts), None)
+        if saved is not None and saved[0] is facts and saved[1] == self._generation:
+            done, wholes = saved[2], saved[3]
+        finished = False
+        try:
+            for i, cs in enumerate(facts.calls):
+                if i in done or not cs.scope or not (cs.args or cs.kwargs):
+                    continue
+                whole = wholes.get(i)
+                if whole is None:
+                    whole = wholes[i] = [a for a in (*cs.args, *(v for _, v in cs.kwargs))
+                                         if self.prov.origin(facts, cs.scope, a, cs.line) is not None]
+                found: list[Handoff] = []
+                if whole:
+                    for module, fn in self.callees(facts, cs):
+                        bound = is_bound(fn, cs.func)
+                        for param in fn.params:
+                            arg = argument(cs.args, cs.kwargs, cs.starred, fn, param, bound)
+                            if arg is not None and any(arg is w for w in whole):
+                                found.append((module, fn.qualname, param, facts.module, cs.scope, cs.line, cs.func))
+                done[i] = found
+            finished = True
+        finally:
+            if not finished:
+                self._stopped[id(facts)] = (facts, self._generation, done, wholes)
+        return sorted({h for hs in done.values() for h in hs})
 
     def callees(self, facts: FileFacts, cs: CallSite) -> list[tuple[str, Definition]]:
         """The functions a call may run: resolved by name; ``self.m()`` in the class or its bases; a typed

@@ -199,3 +199,37 @@ def test_a_layer_that_casts_nothing_still_hands_its_cache_on(findings: list) -> 
     whole = next(f for f in findings if f.path.endswith("engines.py"))
     assert whole.provenance[0].startswith("callpkg/layer.py:")
     assert "PagedLayer.forward passes self.kv_cache[engine] as kv_cache of TritonEngine.forward" in whole.provenance[0]
+
+
+def test_a_file_stopped_at_an_unparsed_callee_goes_on_from_the_stopped_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Index.in_batches asks a file's handoffs again once the callee's file is parsed: the same handoffs as
+    with every file parsed up front, and no argument's provenance walked twice."""
+    from castfind.callgraph import CallGraph
+    from castfind.memo import Memo
+    from castfind.provenance import Provenance
+    from castfind.resolve import Resolver
+    from castfind.summaries import Summaries
+    from castfind.textquery import TextQueries
+
+    def run(parse_first: bool) -> tuple[list, int, int]:
+        index = Index(discover([str(FIX)]), jobs=1)
+        rules = load_rules()
+        resolver = Resolver(index)
+        graph = CallGraph(index, resolver, rules, TextQueries(index, rules, Memo(index)), ())
+        prov = Provenance(rules, lambda name: None)
+        summaries = Summaries(resolver, graph, prov)
+        prov.across = summaries
+        layer = next(sf for sf in index.files if sf.path.endswith("callpkg/layer.py"))
+        index.load_files(index.files if parse_first else [layer])
+        walked: list[object] = []
+        origin = prov.origin
+        monkeypatch.setattr(prov, "origin", lambda *a, **k: walked.append(a[2]) or origin(*a, **k))
+        asked: list[object] = []
+        got = index.in_batches([layer], lambda sf: asked.append(sf) or summaries.handoffs(index.facts_of(sf)))
+        return got[0], len(walked), len(asked)
+
+    want, walks, asked = run(parse_first=True)
+    got, stopped_walks, stopped_asked = run(parse_first=False)
+    assert asked == 1 and stopped_asked > 1  # the second run stopped at the callee's file
+    assert got == want and {h[1] for h in want} >= {"TritonEngine.forward"}
+    assert stopped_walks == walks
