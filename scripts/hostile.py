@@ -1,11 +1,14 @@
-"""A hostile-but-fair pass over castfind's inputs: counts tracebacks, wrong exit codes and lost findings.
+"""A hostile-but-fair pass over castfind's inputs: counts tracebacks, wrong exit codes, hangs, files written
+outside the declared outputs, and lost or wrong findings.
 
-Usage: python scripts/hostile.py [--castfind 'python -m castfind']. Prints one row per input class and
-exits 1 when any traceback, wrong exit or lost finding is seen. Everything runs in a temporary folder.
+Usage: python scripts/hostile.py [--only CLASS ...]. Prints one row per input class and exits 1 when any
+row has a non-zero count. Everything runs in a temporary folder. Each class is a function registered with
+:func:`hostile` (its row name); :func:`run` runs castfind once and counts what went wrong.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -13,30 +16,80 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 KV = "def forward_decode(self, q):\n    return self.token_to_kv_pool.get_key_buffer(0).to(q.dtype)\n"
-ROWS: dict[str, list[int]] = {}
+#: The columns of a row, after "inputs tried".
+COLUMNS = ("tracebacks", "wrong exits", "hangs", "outside writes", "lost or wrong")
+ROWS: dict[str, dict[str, int]] = {}
+CLASSES: dict[str, Callable[[Path], None]] = {}
+#: Where a run may write without it counting as an outside write (the cache, and the outputs it declares).
+ALLOWED: list[Path] = []
+
+
+def hostile(name: str) -> Callable[[Callable[[Path], None]], Callable[[Path], None]]:
+    """Register an input class: a function of the run's scratch folder."""
+
+    def add(fn: Callable[[Path], None]) -> Callable[[Path], None]:
+        CLASSES[name] = fn
+        return fn
+
+    return add
+
+
+def count(cls: str, column: str, n: int = 1) -> None:
+    ROWS.setdefault(cls, dict.fromkeys(("tried", *COLUMNS), 0))[column] += n
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for dirpath, _dirs, files in os.walk(folder):
+        for name in files:
+            p = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            out[p] = (st.st_size, st.st_mtime_ns)
+    return out
 
 
 def run(cls: str, args: list[str], ok: set[int], cwd: Path, env: dict | None = None, lost: bool = False,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        stdin: str | None = None, outputs: tuple[Path, ...] = (), watch: Path | None = None,
+        timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``castfind ARGS`` in ``cwd``; count a traceback, an exit not in ``ok``, a hang (past ``timeout``),
+    and, with ``watch``, a file created or changed under it that is neither under :data:`ALLOWED` nor one of
+    ``outputs``."""
     e = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
-    r = subprocess.run([sys.executable, "-m", "castfind", *args], cwd=cwd, env=e, capture_output=True, text=True,
-                       timeout=600, input=stdin)
-    row = ROWS.setdefault(cls, [0, 0, 0, 0])
-    row[0] += 1
-    row[1] += "Traceback" in r.stderr
-    row[2] += r.returncode not in ok
-    row[3] += lost
+    before = _snapshot(watch) if watch else {}
+    count(cls, "tried")
+    try:
+        r = subprocess.run([sys.executable, "-m", "castfind", *args], cwd=cwd, env=e, capture_output=True,
+                           text=True, timeout=timeout, input=stdin, errors="replace")
+    except subprocess.TimeoutExpired:
+        count(cls, "hangs")
+        print(f"  {cls}: castfind {' '.join(args)} -> hang", file=sys.stderr)
+        return subprocess.CompletedProcess(args, -1, "", "")
+    count(cls, "tracebacks", "Traceback" in r.stderr)
+    count(cls, "wrong exits", r.returncode not in ok)
+    count(cls, "lost or wrong", lost)
+    if watch:
+        allowed = [*ALLOWED, *outputs]
+        after = _snapshot(watch)
+        for p, st in after.items():
+            if before.get(p) != st and not any(p == str(a) or p.startswith(str(a) + os.sep) for a in allowed):
+                count(cls, "outside writes")
+                print(f"  {cls}: castfind {' '.join(args)} wrote {p}", file=sys.stderr)
     if "Traceback" in r.stderr or r.returncode not in ok:
         print(f"  {cls}: castfind {' '.join(args)} -> {r.returncode}\n    {r.stderr.strip()[-300:]}", file=sys.stderr)
     return r
 
 
-def main() -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="castfind-hostile-"))
+@hostile("basics")
+def basics(tmp: Path) -> None:
+    """Bad roots and symbols, odd sources, rule files, configs, traces, cache faults, CLI misuse, init, record."""
     cache = tmp / "cache"
     c = ["--cache-dir", str(cache)]
     proj = tmp / "proj"
@@ -63,7 +116,7 @@ def main() -> int:
             got = {f["path"] for f in json.loads(r.stdout)["findings"]}
             for expect in ("bom.py", "cr.py", "sum.py", "tabs.py", "u.py"):
                 if expect not in got:
-                    ROWS["encodings and odd sources"][3] += 1
+                    count("encodings and odd sources", "lost or wrong")
                     print(f"  lost finding in {expect}", file=sys.stderr)
     # rule files
     rules = {"list.yaml": "- a\n- b\n", "scalar.yaml": "hello\n", "dup.yaml": "rules: []\nrules: []\n",
@@ -97,7 +150,7 @@ def main() -> int:
                      ["scan", str(proj), "--trace", str(tmp / n)] + c):
             r = run("traces", args, {0, 1, 2}, tmp)
             if "root:" in r.stdout or "\x1b[31m" in r.stdout or "NaN" in r.stdout:
-                ROWS["traces"][2] += 1
+                count("traces", "lost or wrong")
                 print(f"  trace leaked: {n} {args[:2]}", file=sys.stderr)
     # cache faults
     run("cache faults", ["scan", str(proj)] + c, {1}, tmp)
@@ -124,11 +177,25 @@ def main() -> int:
                  ["record", "-o", str(tmp), "--", "python", str(tmp / "prog.py")],
                  ["record", "-o", str(tmp / "o.jsonl"), "--", "python", "-m", "no_such_module_x"]):
         run("init and record", args, {2}, tmp)
-    print("| class | inputs tried | tracebacks | wrong exits | data lost |\n|:--|--:|--:|--:|--:|")
-    for cls, (n, tb, wrong, lost) in ROWS.items():
-        print(f"| {cls} | {n} | {tb} | {wrong} | {lost} |")
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if any(r[1] or r[2] or r[3] for r in ROWS.values()) else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", choices=sorted(CLASSES), help="run only these classes")
+    ns = ap.parse_args()
+    for name, fn in CLASSES.items():
+        if ns.only and name not in ns.only:
+            continue
+        tmp = Path(tempfile.mkdtemp(prefix="castfind-hostile-"))
+        ALLOWED[:] = [tmp / "cache"]
+        try:
+            fn(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("| class | inputs tried | " + " | ".join(COLUMNS) + " |\n|:--|--:|" + "--:|" * len(COLUMNS))
+    for cls, row in ROWS.items():
+        print(f"| {cls} | {row['tried']} | " + " | ".join(str(row[c]) for c in COLUMNS) + " |")
+    return 1 if any(row[c] for row in ROWS.values() for c in COLUMNS) else 0
 
 
 if __name__ == "__main__":
