@@ -12,6 +12,7 @@ results (keyed by root names) and facts (keyed by content) are reused for unchan
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -50,7 +51,7 @@ def _git(cwd: str, *args: str, stdin: bytes | None = None) -> subprocess.Complet
 
 def resolve(roots: Sequence[str], ref: str) -> tuple[RootAtRef, ...]:
     """Each root's repository and REF's commit in it; :class:`GitRefError` with a one-line reason otherwise."""
-    if not ref or ref.startswith("-"):
+    if not ref or ref.startswith("-") or not ref.isprintable():
         raise GitRefError(f"--baseline-commit {ref!r}: expected a commit, branch or tag such as HEAD~1 or origin/main")
     out: list[RootAtRef] = []
     for root in roots:
@@ -71,8 +72,18 @@ def resolve(roots: Sequence[str], ref: str) -> tuple[RootAtRef, ...]:
     return tuple(out)
 
 
+def _unsafe(path: str) -> bool:
+    """A path of a git tree that would not stay inside the folder it is exported to: absolute, a ``.``
+    or ``..`` or empty component, a ``.git`` component (any case), a backslash or a NUL."""
+    parts = path.split("/")
+    return (path.startswith("/") or "\\" in path or "\0" in path
+            or any(part in ("", ".", "..") or part.lower() == ".git" for part in parts))
+
+
 def _blobs(at: RootAtRef) -> list[tuple[str, str]]:
-    """``(object id, path in the repository)`` of REF's ``.py`` files under the root."""
+    """``(object id, path in the repository)`` of REF's ``.py`` files under the root; :class:`GitRefError`
+    when the tree names a path that would leave the folder it is exported to (a crafted tree: git itself
+    writes no such entry)."""
     args = ["ls-tree", "-r", "-z", "--full-tree", at.commit]
     if at.prefix:
         args += ["--", at.prefix]
@@ -88,6 +99,10 @@ def _blobs(at: RootAtRef) -> list[tuple[str, str]]:
         mode, kind, oid = meta.decode().split()
         path = os.fsdecode(path_bytes)
         if kind == "blob" and mode in _FILE_MODES and path.endswith(".py"):
+            if _unsafe(path):
+                raise GitRefError(f"--baseline-commit: the tree of {at.commit[:12]} in {at.toplevel} names {path!r}, "
+                                  f"a path outside the folder it is exported to (a crafted tree) — nothing was written; "
+                                  f"compare with another commit")
             blobs.append((oid, path))
     return blobs
 
@@ -135,7 +150,8 @@ def _link_if_same(source: Path, oid: str, target: Path, link: bool) -> bool:
             raise OSError
         os.link(source, target)
     except OSError:  # a copy asked for, another file system, or links not allowed
-        target.write_bytes(data)
+        with open(target, "xb") as fh:  # a new file: never through a link or over another file
+            fh.write(data)
     return True
 
 
@@ -146,7 +162,19 @@ def export_roots(roots: Sequence[RootAtRef], dest: str | os.PathLike[str], *, li
     (the scan only reads it; ``link=False``: copied); the others are read from git's objects in one
     ``git cat-file --batch``.
     """
-    base = Path(dest)
+    try:
+        return _export(roots, Path(dest), link)
+    except OSError as exc:  # a tree whose paths clash (a file and a folder of one name), a full disk
+        raise GitRefError(f"--baseline-commit: cannot export the tree at {roots[0].commit[:12]} to {dest}: "
+                          f"{exc.strerror or exc} ({exc.filename!r}) — free space or compare with another commit") from exc
+
+
+def _inside(path: str, folder: str) -> bool:
+    real = os.path.realpath(path)
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _export(roots: Sequence[RootAtRef], base: Path, link: bool) -> tuple[str, ...]:
     tops: dict[str, Path] = {}
     written: set[tuple[str, str]] = set()
     out: list[str] = []
@@ -154,6 +182,8 @@ def export_roots(roots: Sequence[RootAtRef], dest: str | os.PathLike[str], *, li
         if at.toplevel not in tops:
             tops[at.toplevel] = base / str(len(tops)) / (Path(at.toplevel).name or "repo")
         top = tops[at.toplevel]
+        top.mkdir(parents=True, exist_ok=True)
+        real_top, real_work = os.path.realpath(top), os.path.realpath(at.toplevel)
         todo: list[tuple[str, str]] = []
         folders: set[Path] = set()
         for oid, path in _blobs(at):
@@ -162,15 +192,18 @@ def export_roots(roots: Sequence[RootAtRef], dest: str | os.PathLike[str], *, li
             target = top / path
             if target.parent not in folders:
                 target.parent.mkdir(parents=True, exist_ok=True)
+                if not _inside(str(target.parent), real_top):  # never: only files are written, no links
+                    raise GitRefError(f"--baseline-commit: {target.parent} leads outside {top} — nothing more written")
                 folders.add(target.parent)
-            if _link_if_same(Path(at.toplevel) / path, oid, target, link):
+            source = Path(at.toplevel) / path
+            if _inside(str(source), real_work) and _link_if_same(source, oid, target, link):
                 written.add((at.toplevel, path))
             else:
                 todo.append((oid, path))
         for (_, path), data in zip(todo, _contents(at.toplevel, [oid for oid, _ in todo]), strict=True):
             target = top / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            with open(target, "xb") as fh:  # a new file: never through a link or over another file
+                fh.write(data)
             written.add((at.toplevel, path))
         root = top / at.prefix if at.prefix else top
         root.mkdir(parents=True, exist_ok=True)
@@ -192,9 +225,56 @@ def _layout(roots: Sequence[RootAtRef], base: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _verified(roots: Sequence[RootAtRef], final: Path) -> bool:
+    """The exported tree under ``final`` is exactly REF's: every ``.py`` file the commit has is a regular
+    file there holding the commit's bytes (its blob id), and there is no other file, link or odd entry
+    (a truncated, garbled or planted file, a folder replaced by a file: the tree is exported again)."""
+    tops: dict[str, Path] = {}
+    expected: dict[str, str] = {}
+    for at in roots:
+        top = tops.setdefault(at.toplevel, final / str(len(tops)) / (Path(at.toplevel).name or "repo"))
+        for oid, path in _blobs(at):
+            expected[str(top / path)] = oid
+    seen = 0
+    for dirpath, dirs, files in os.walk(final, onerror=_raise):
+        for name in dirs:
+            if os.path.islink(os.path.join(dirpath, name)):
+                return False
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if dirpath == str(final) and name == _DONE:
+                continue
+            oid = expected.get(path)
+            if oid is None or os.path.islink(path):
+                return False
+            with open(path, "rb") as fh:
+                if _blob_id(fh.read(), oid) != oid:
+                    return False
+            seen += 1
+    return seen == len(expected)
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def _discard(path: Path) -> None:
+    """Remove what is at ``path`` (a folder, a file or a link), renaming a folder aside first so no run
+    ever sees it half removed."""
+    if path.is_dir() and not path.is_symlink():
+        trash = Path(tempfile.mkdtemp(prefix=f".{path.name}-old-", dir=path.parent))
+        with contextlib.suppress(OSError):
+            os.rename(path, trash / "tree")
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
 def exported(roots: Sequence[RootAtRef], store: str | os.PathLike[str]) -> tuple[str, ...]:
     """The roots at REF under ``store`` (a folder of the cache), exported once per commit and kept: a tree
-    at a commit never changes, so the next run at the same REF reads it as it is (and cleans nothing up).
+    at a commit never changes, so the next run at the same REF reads it, after checking that it is still
+    REF's (:func:`_verified`: every file's blob id; a damaged tree is exported again).
 
     Files are copies, never links to the work tree (an edit in place must not change REF's tree). A tree
     is built in a private folder and renamed into place when complete, so a concurrent run sees a whole
@@ -204,22 +284,31 @@ def exported(roots: Sequence[RootAtRef], store: str | os.PathLike[str]) -> tuple
     folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.blake2b(repr([(a.toplevel, a.prefix, a.commit) for a in roots]).encode(), digest_size=12).hexdigest()
     final = folder / key
-    if not (final / _DONE).is_file():
+    try:
+        whole = (final / _DONE).is_file() and _verified(roots, final)
+    except OSError:
+        whole = False
+    if not whole:
+        if os.path.lexists(final):
+            _discard(final)
         scratch = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=folder))
         try:
             export_roots(roots, scratch, link=False)
             (scratch / _DONE).touch()
             try:
                 os.rename(scratch, final)
-            except OSError:  # another run put it there first (or a half one is in the way)
+            except OSError:  # another run put it there first (or something else is in the way)
                 if not (final / _DONE).is_file():
-                    shutil.rmtree(final, ignore_errors=True)
+                    _discard(final)
                     os.rename(scratch, final)
+        except OSError as exc:
+            raise GitRefError(f"--baseline-commit: cannot keep the tree at {roots[0].commit[:12]} in {folder}: "
+                              f"{exc.strerror or exc} — free space there or pass --no-cache") from exc
         finally:
             if scratch.exists():
                 shutil.rmtree(scratch, ignore_errors=True)
     os.utime(final)
-    trees = sorted((p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")),
+    trees = sorted((p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")),
                    key=lambda p: p.stat().st_mtime, reverse=True)
     for old in trees[KEEP:]:
         shutil.rmtree(old, ignore_errors=True)

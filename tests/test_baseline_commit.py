@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -96,6 +97,9 @@ def test_outside_a_repository_or_a_bad_ref_is_one_line_exit_2(repo: Path, tmp_pa
     assert code == 2 and err.count("\n") == 1 and "--baseline-commit no-such-branch: no such commit" in err
     code, _, err = scan(str(repo), "--no-cache", "--baseline-commit", "--help")
     assert code == 2 and err.count("\n") == 1
+    for ref in ("HEAD\n::warning file=README.md::x", "HEAD\r", "main\x1b[31m"):
+        code, _, err = scan(str(repo), "--no-cache", "--baseline-commit", ref)
+        assert code == 2 and err.count("\n") == 1 and "\x1b" not in err and "\r" not in err, err
 
 
 def test_the_text_summary_says_how_many_were_there_already(repo: Path) -> None:
@@ -136,3 +140,77 @@ def test_a_warm_run_against_the_same_ref_carries_both_trees(repo: Path, tmp_path
     commit(repo, MOVED, "moved")
     code, doc, _ = scan(str(repo), "--cache-dir", str(cache), "--baseline-commit", "HEAD~1")
     assert (code, doc["findings"]) == (0, [])
+
+
+def _tree(repo: Path, entries: list[tuple[str, bytes, str]]) -> str:
+    """A tree object written as given (``git hash-object --literally``: no check of the names), from
+    ``(mode, name, object id)`` entries."""
+    raw = b"".join(mode.encode() + b" " + name + b"\0" + bytes.fromhex(oid) for mode, name, oid in entries)
+    done = subprocess.run(["git", "-C", str(repo), "hash-object", "-t", "tree", "--literally", "-w", "--stdin"],
+                          input=raw, capture_output=True, check=True)
+    return done.stdout.decode().strip()
+
+
+def _crafted_commit(repo: Path, names: list[bytes]) -> str:
+    """A commit whose tree holds ``x.py`` under the folders ``names`` (outermost first), made with no check
+    of the names (a hostile pull request's commit)."""
+    blob = subprocess.run(["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input=OLD.encode(),
+                          capture_output=True, check=True).stdout.decode().strip()
+    oid = _tree(repo, [("100644", b"x.py", blob)])
+    for name in reversed(names):
+        oid = _tree(repo, [("40000", name, oid)])
+    return git(repo, "commit-tree", oid, "-m", "crafted").strip()
+
+
+@pytest.mark.parametrize("names", [[b".."] * 4, [b".."] * 5, [b"a", b"..", b".."] + [b".."] * 3, [b".git", b"hooks"],
+                                   [b"sub", b".GIT"], [b"."]],
+                         ids=["dotdot4", "dotdot5", "inner-dotdot", "git", "git-case", "dot"])
+@pytest.mark.parametrize("cache", ["--no-cache", "--cache-dir"])
+def test_a_crafted_tree_that_names_a_path_outside_its_folder_writes_nothing(repo: Path, tmp_path: Path, names: list[bytes],
+                                                                              cache: str, monkeypatch) -> None:
+    """Four or five ``..`` from the exported tree's folder reach ``tmp_path`` itself (the scratch folder is
+    ``tmp_path/tmp/castfind-ref-*/0/serving``, the cached one ``tmp_path/cache/refs/.KEY-*/0/serving``)."""
+    import tempfile
+
+    crafted = _crafted_commit(repo, names)
+    listed = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", crafted], capture_output=True,
+                            text=True, check=True).stdout
+    assert listed.strip().endswith("x.py")  # git lists the path as the tree names it
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    before = sorted(str(p) for p in tmp_path.rglob("*") if "cache" not in p.parts)
+    opts = ["--no-cache"] if cache == "--no-cache" else ["--cache-dir", str(tmp_path / "cache")]
+    r = runner.invoke(cli.app, ["scan", str(repo), *opts, "-j", "1", "--baseline-commit", crafted])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "x.py" in r.stderr and "outside" in r.stderr
+    assert not list(tmp_path.rglob("x.py"))  # written nowhere, the cache included
+    after = sorted(str(p) for p in tmp_path.rglob("*") if "cache" not in p.parts)
+    assert after == before
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garble", "plant", "remove", "folder-to-file", "link"])
+def test_a_damaged_exported_tree_is_exported_again(repo: Path, tmp_path: Path, damage: str) -> None:
+    cache = tmp_path / "cache"
+    (repo / "srv" / "extra.py").write_text(NEW.replace("Backend", "Extra"))  # new in the work tree: 2 more
+    code, first, err = scan(str(repo), "--cache-dir", str(cache), "--baseline-commit", "HEAD~1")
+    assert code == 1 and len(first["findings"]) == 3, err
+    (tree,) = [p for p in (cache / "refs").iterdir() if not p.name.startswith(".")]
+    (copy,) = tree.rglob("backend.py")
+    if damage == "truncate":
+        copy.write_text(OLD[:40])
+    elif damage == "garble":
+        copy.write_text(OLD.replace("get_key_buffer", "get_kex_buffer"))
+    elif damage == "plant":
+        (copy.parent / "extra.py").write_text(NEW.replace("Backend", "Extra"))  # would hide the work tree's
+    elif damage == "remove":
+        copy.unlink()
+    elif damage == "folder-to-file":
+        shutil.rmtree(copy.parent)
+        copy.parent.write_text("x")
+    else:
+        copy.unlink()
+        copy.symlink_to(repo / "srv" / "backend.py")
+    for _ in range(2):
+        code, doc, err = scan(str(repo), "--cache-dir", str(cache), "--baseline-commit", "HEAD~1")
+        assert (code, doc["findings"]) == (1, first["findings"]), err
+    assert copy.read_text() == OLD and not copy.is_symlink()
