@@ -244,11 +244,11 @@ def _verified(roots: Sequence[RootAtRef], final: Path) -> bool:
             path = os.path.join(dirpath, name)
             if dirpath == str(final) and name == _DONE:
                 continue
-            oid = expected.get(path)
-            if oid is None or os.path.islink(path):
+            want = expected.get(path)
+            if want is None or os.path.islink(path):
                 return False
             with open(path, "rb") as fh:
-                if _blob_id(fh.read(), oid) != oid:
+                if _blob_id(fh.read(), want) != want:
                     return False
             seen += 1
     return seen == len(expected)
