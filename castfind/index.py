@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from castfind import sourcetext
-from castfind.cache import Cache, Stat, content_digest, key_of_digest
+from castfind.cache import Cache, Stat, content_digest, content_key, key_of_digest
 from castfind.discover import DEFAULT_MAX_FILE_SIZE, Listing, SourceFile, discover
 from castfind.types import Diagnostic
 from castfind.versions import EXTRACTOR_VERSION
@@ -106,6 +106,9 @@ class Index:
         self.file_ids: dict[int, dict[str, str]] = {}
         self.root_numbers: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
         self.hashed = 0  # files whose bytes were hashed in this run (the stat index spares the rest)
+        #: Files whose bytes, when read, were not the content their key (from the stat index) names: edited
+        #: during the run. Their facts are cached under their bytes' own key, and no carried result is stored.
+        self.raced: set[str] = set()
         self.diagnostics: list[Diagnostic] = []
         self.file_diagnostics: dict[str, list[Diagnostic]] = {}  # abspath → its parse diagnostics
         self.parsed = 0  # files extracted (cache misses) in this run
@@ -188,6 +191,9 @@ class Index:
             except OSError as e:
                 self.diagnostics.append(Diagnostic(sf.path, 1, f"cannot read: {e.strerror}", "read-error"))
                 d = b""
+            known = self._keys.get(sf.abspath)
+            if known is not None and key_of_digest(content_digest(d)) != known:
+                self.raced.add(sf.abspath)
             self._data[sf.abspath] = d
         return d
 
@@ -440,7 +446,7 @@ class Index:
             return
         todo = sorted(todo, key=lambda sf: -len(self.data(sf)))  # as in a batch
         try:
-            started = self._workers.start([_job(sf) for sf in todo])
+            started = self._workers.start([self._job(sf) for sf in todo])
         except (BrokenProcessPool, RuntimeError):  # a pool that cannot take work: parsed when asked for
             return
         self._ahead.update((sf.abspath, (sf, fut)) for sf, fut in zip(todo, started, strict=True))
@@ -476,7 +482,9 @@ class Index:
         for sf in misses:
             facts, blob = got[sf.abspath]
             self._store(sf, replace(facts, module=sf.module, path=sf.path, is_package=sf.is_package))
-            to_cache[self.key(sf)] = blob
+            # Stored under the key of the bytes extracted (self.data: in this process and in the workers).
+            key = content_key(self.data(sf)) if sf.abspath in self.raced else self.key(sf)
+            to_cache[key] = blob
         if self.cache:
             self.cache.put_blobs(to_cache)
         self._start_ahead([sf for sf in queued if sf.abspath not in self._facts])  # known misses: no cache query
@@ -485,7 +493,7 @@ class Index:
         """Extract ``misses`` (in their order): in the workers when the batch is big enough for them, else
         in this process."""
         total = len(misses)
-        jobs: list[Job] = [_job(sf) for sf in misses]
+        jobs: list[Job] = [self._job(sf) for sf in misses]
         blobs: list[Extracted]
         kept = self._workers
         if (kept is not None and total >= _KEPT_POOL_MIN) or (self.jobs > 1 and total >= _POOL_MIN):
@@ -497,15 +505,15 @@ class Index:
             from castfind.extract import extract_source  # PERF: libcst only when something is parsed
 
             blobs = []
-            for n, (sf, job) in enumerate(zip(misses, jobs, strict=True), 1):
-                blobs.append(encoded(extract_source(self.data(sf), job[1], job[2], job[3])))
+            for n, job in enumerate(jobs, 1):
+                blobs.append(encoded(extract_source(*job)))
                 if self.progress:
                     self.progress(n, total)
         return blobs
 
-
-def _job(sf: SourceFile) -> Job:
-    return (sf.abspath, sf.module, sf.path, sf.is_package)
+    def _job(self, sf: SourceFile) -> Job:
+        """What a worker extracts: the bytes this process read (and keyed), never the path to read again."""
+        return (self.data(sf), sf.module, sf.path, sf.is_package)
 
 
 def _stat_of(st: os.stat_result) -> Stat:

@@ -359,8 +359,11 @@ def same_tree(index: Index, doc: dict[str, Any]) -> bool:
 
 
 def store_for_tree(index: Index, key: str, payload: dict[str, Any]) -> None:
-    """Store ``payload`` under ``key`` with this tree's digest (read back by :func:`load_for_tree`)."""
+    """Store ``payload`` under ``key`` with this tree's digest (read back by :func:`load_for_tree`); nothing
+    when a file was edited during the run (:attr:`Index.raced`: what was computed is of no one tree)."""
     assert index.cache is not None
+    if index.raced:
+        return
     index.cache.put_memo(key, dumps({**payload, "version": MEMO_VERSION, "tree": tree_digest(index)}))
 
 

@@ -389,7 +389,7 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
         return
     from castfind import memo as carried
 
-    if memo.dirty:
+    if memo.dirty and not scan_plan.index.raced:  # a file edited during the run: nothing carried
         cache.put_memo(key, carried.dumps(memo.snapshot()))
     if out is not None and not (scan_plan.only is not None or scan_plan.stops or scan_plan.index.follow_installed):
         _store_outcome(scan_plan, out, _outcome_key(key))

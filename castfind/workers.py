@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
     from castfind.facts import FileFacts
 
-#: ``(absolute path, module, path in root, is a package)``: what a worker needs to extract a file.
-Job = tuple[str, str, str, bool]
+#: ``(the file's bytes, module, path in root, is a package)``: what a worker needs to extract a file. The
+#: bytes are the ones the main process read and keyed: a worker never opens the file (an edit between the
+#: two reads would store one content's facts under the other's key).
+Job = tuple[bytes, str, str, bool]
 #: Facts without module/path (the cache stores them content-addressed), and their cache encoding.
 Extracted = tuple["FileFacts", bytes]
 ProgressFn = Callable[[int, int], None]
@@ -44,14 +46,7 @@ def extract_job(job: Job) -> Extracted:
     # PERF: libcst (through extract) is imported only where files are parsed; a warm run never needs it.
     from castfind.extract import extract_source
 
-    abspath, module, path, is_pkg = job
-    try:
-        with open(abspath, "rb") as fh:
-            data = fh.read()
-    except OSError as e:
-        from castfind.facts import FileFacts
-
-        return encoded(FileFacts("", "", is_pkg, error=(1, f"cannot read: {e.strerror}")))
+    data, module, path, is_pkg = job
     return encoded(extract_source(data, module, path, is_pkg))
 
 

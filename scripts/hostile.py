@@ -179,6 +179,70 @@ def basics(tmp: Path) -> None:
         run("init and record", args, {2}, tmp)
 
 
+def _findings(r: subprocess.CompletedProcess[str]) -> list[tuple[str, int, str]] | None:
+    try:
+        return [(f["path"], f["line"], f["rule"]) for f in json.loads(r.stdout)["findings"]]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@hostile("racing edits")
+def racing_edits(tmp: Path, rounds: int = 20, scans: int = 8) -> None:
+    """8 cached scans at once while a file flips between two contents every 20 ms; once the edits stop, the
+    cached answer equals --no-cache's, for the tree and for a fresh copy of it (a cache row holding the facts of
+    the other content, or a carried result computed while the file changed, would show here)."""
+    import threading
+    import time
+
+    cls = "racing edits"
+    proj = tmp / "proj"
+    shutil.copytree(REPO / "fixtures" / "scan", proj)
+    backend = proj / "minisrv" / "minisrv" / "backend.py"
+    one = backend.read_text()
+    two = one.replace("get_key_buffer(layer.layer_id)[kv_indices]", "get_key_buffer(layer.layer_id)")
+    assert one != two
+    c = ["--cache-dir", str(tmp / "cache"), "--json"]
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    for n in range(rounds):
+        stop = threading.Event()
+
+        def flip(stop: threading.Event = stop) -> None:
+            i = 0
+            while not stop.is_set():
+                backend.write_text((one, two)[i % 2])
+                i += 1
+                time.sleep(0.02)
+
+        flipper = threading.Thread(target=flip)
+        flipper.start()
+        procs = [subprocess.Popen([sys.executable, "-m", "castfind", "scan", str(proj), *c, "-j", str(1 + k % 2)],
+                                  cwd=tmp, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for k in range(scans)]
+        for proc in procs:
+            try:
+                _out, err = proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                count(cls, "hangs")
+                continue
+            count(cls, "tried")
+            count(cls, "tracebacks", "Traceback" in err)
+            count(cls, "wrong exits", proc.returncode != 1)
+        stop.set()
+        flipper.join()
+        backend.write_text((one, two)[n % 2])  # the edits stop, on either content
+        copy = tmp / f"copy{n}"
+        shutil.copytree(proj, copy)
+        for tree in (proj, copy):
+            cached = _findings(run(cls, ["scan", str(tree), *c], {1}, tmp))
+            fresh = _findings(run(cls, ["scan", str(tree), "--no-cache", "--json"], {1}, tmp))
+            if cached is None or cached != fresh:
+                count(cls, "lost or wrong")
+                print(f"  {cls}: round {n} {tree.name}: cached {cached} != --no-cache {fresh}", file=sys.stderr)
+        shutil.rmtree(copy)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", choices=sorted(CLASSES), help="run only these classes")

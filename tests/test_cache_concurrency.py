@@ -40,3 +40,60 @@ def test_corrupt_cache_is_rebuilt_and_reported_once(tmp_path):
     assert c.get_many(["k"]) == {"k": {"x": 1}}
     c.close()
     assert Cache(d).notices == []
+
+
+A = "def f(kv):\n    return kv.float()\n"
+B = "def f(kv):\n    return kv.half()  # edited while the scan ran\n"
+
+
+def _rows_match_their_keys(cache: Cache, paths: list) -> None:
+    """Every facts row holds the facts of the bytes its key names (the extract of those very bytes)."""
+    from castfind.cache import content_key, decode_facts
+    from castfind.extract import extract_source
+
+    conn = sqlite3.connect(cache.path)
+    rows = dict(conn.execute("SELECT key, data FROM facts"))
+    for text in (A, B):
+        key = content_key(text.encode())
+        if key in rows:
+            want = extract_source(text.encode(), "", "", False)
+            got = decode_facts(rows[key])
+            assert [c.method for c in got.casts] == [c.method for c in want.casts], text
+
+
+def test_a_file_edited_between_the_read_and_the_workers_parse_caches_the_bytes_read(tmp_path, monkeypatch):
+    """The main process reads and keys the bytes; the worker extracts those bytes, not the file as it is now."""
+    from castfind.index import Index
+
+    for i in range(3):
+        (tmp_path / f"m{i}.py").write_text(A)
+    cache = Cache(tmp_path / "cache")
+    index = Index.from_roots([str(tmp_path)], cache=cache, jobs=2)
+    keys = [index.key(sf) for sf in index.files]  # read and hashed: content A
+    for sf in index.files:
+        open(sf.abspath, "w").write(B)  # noqa: SIM115 -- edited after the read, before the parse
+    with index.parsing():
+        facts = index.load_files(index.files)
+    assert [c.method for f in facts for c in f.casts] == ["float"] * 3  # the bytes read
+    assert set(keys) == {__import__("castfind.cache").cache.content_key(A.encode())}
+    _rows_match_their_keys(cache, [])
+
+
+def test_a_file_edited_after_its_stat_was_trusted_caches_under_its_own_bytes(tmp_path):
+    """The stat index names a key without reading; an edit between discovery and the read must not store
+    the new bytes' facts under the old key, and the run stores no carried result."""
+    from castfind.cache import content_digest
+    from castfind.index import Index, _stat_of
+
+    path = tmp_path / "m.py"
+    path.write_text(A)
+    os.utime(path, ns=(1, 1))  # long ago: not racy for the stat index
+    cache = Cache(tmp_path / "cache")
+    cache.put_stats({str(path): (_stat_of(os.stat(path)), content_digest(A.encode()))})
+    index = Index.from_roots([str(tmp_path)], cache=cache)
+    path.write_text(B)  # after discovery's stat, before the bytes are read
+    (sf,) = index.files
+    facts = index.load_files([sf])[0]
+    assert [c.method for c in facts.casts] == ["half"]  # what was read is what was analysed
+    assert index.raced == {sf.abspath}
+    _rows_match_their_keys(cache, [])

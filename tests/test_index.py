@@ -17,20 +17,20 @@ from castfind.workers import extract_in_pool, extract_job
 from tests.support import REPO
 
 
-def crash_on_boom(job: tuple[str, str, str, bool]) -> tuple:
+def crash_on_boom(job: tuple[bytes, str, str, bool]) -> tuple:
     """A worker job that dies like a segfaulting parser on files named boom.py."""
-    if job[0].endswith("boom.py"):
+    if job[2].endswith("boom.py"):
         os.abort()
     return extract_job(job)
 
 
-def _with_boom(tmp_path: Path, n: int) -> tuple[list, list[tuple[str, str, str, bool]]]:
+def _with_boom(tmp_path: Path, n: int) -> tuple[list, list[tuple[bytes, str, str, bool]]]:
     """``n`` files that each cast once, plus ``boom.py`` (see :func:`crash_on_boom`): the files and their jobs."""
     for i in range(n):
         (tmp_path / f"m{i}.py").write_text(f"def f{i}(kv):\n    return kv.float()\n")
     (tmp_path / "boom.py").write_text("x = 1\n")
     files = discover([str(tmp_path)])
-    return files, [(sf.abspath, sf.module, sf.path, sf.is_package) for sf in files]
+    return files, [(Path(sf.abspath).read_bytes(), sf.module, sf.path, sf.is_package) for sf in files]
 
 
 def test_a_worker_crash_becomes_a_diagnostic_and_the_other_files_are_extracted(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_a_kept_pool_survives_a_crash_and_serves_the_next_batch(tmp_path: Path) 
         got = extract_in_pool(jobs, list(range(len(files))), kept, work=crash_on_boom)
         assert {sf.path: got[i][0].error_kind for i, sf in enumerate(files)}["boom.py"] == "unsupported"
         assert all(got[i][0].error is None for i, sf in enumerate(files) if sf.path != "boom.py")
-        ms = [j for j in jobs if not j[0].endswith("boom.py")]
+        ms = [j for j in jobs if not j[2].endswith("boom.py")]
         again = extract_in_pool(ms[:2], [0, 1], kept)  # the broken pool was replaced
         assert [len(again[i][0].casts) for i in (0, 1)] == [1, 1]
         pool = kept.pool()
