@@ -36,6 +36,16 @@ CREATE TABLE IF NOT EXISTS trees (key TEXT PRIMARY KEY, data BLOB NOT NULL);
 Stat = tuple[int, int, int, int]
 #: The shape of :meth:`Cache.get_tree`'s documents; another number is not read.
 TREE_VERSION = 1
+#: SQLite's primary result codes that mean the file is not a (sound) database: only these move it aside.
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _corrupt(exc: sqlite3.Error) -> bool:
+    """Does ``exc`` say the database file is damaged (not that it cannot be written or opened now)?"""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # raised by the sqlite3 module itself, not by SQLite: judged by its words
+        return "malformed" in str(exc) or "not a database" in str(exc)
+    return code & 0xFF in _CORRUPT_CODES
 
 
 def encode_facts(facts: Any) -> bytes:
@@ -79,6 +89,8 @@ class Cache:
         self.path = self.directory / "facts.sqlite3"
         self.notices: list[str] = []
         self._conn: sqlite3.Connection | None = None
+        #: Set once a write failed for want of space or permission: nothing more is written this run.
+        self.read_only = False
         self._open()
 
     def _connect(self) -> sqlite3.Connection:
@@ -96,25 +108,73 @@ class Cache:
         try:
             self._conn = self._connect()
         except sqlite3.DatabaseError as e:
+            if _corrupt(e):
+                self._rebuild(str(e))
+            else:
+                self._open_read_only(e)
+        except OSError as e:  # the folder cannot be created
+            self._unwritable(e.strerror or str(e))
+
+    def _open_read_only(self, why: sqlite3.Error) -> None:
+        """The cache cannot be opened for writing (full disk, read-only mount, no permission): read what it
+        holds, write nothing."""
+        self._unwritable(str(why))
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+        if not self.path.is_file():
+            return
+        try:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
+                                   isolation_level=None)
+            conn.execute("SELECT count(*) FROM meta").fetchone()
+            self._conn = conn
+        except sqlite3.Error:
+            self._conn = None
+
+    def _unwritable(self, why: str) -> None:
+        """Write nothing more this run, and say so once."""
+        if not self.read_only:
+            self.read_only = True
+            self.notices.append(f"{self.path}: cannot write to the cache ({why}); it is kept as it is and this run "
+                                f"writes nothing to it (free space or fix its permissions; results are unaffected)")
+
+    def _failed(self, e: sqlite3.Error) -> None:
+        """A query or write failed: a damaged database is rebuilt; one that cannot be written is kept."""
+        if _corrupt(e):
             self._rebuild(str(e))
+        else:
+            with contextlib.suppress(sqlite3.Error):
+                if self._conn is not None and self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            self._unwritable(str(e))
 
     def _rebuild(self, why: str) -> None:
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
-        stamp = time.strftime("%Y%m%d%H%M%S")
+        stamp = f"{time.strftime('%Y%m%d%H%M%S')}-{os.getpid()}"
+        moved = False
+        for n in range(100):  # a name no earlier backup has (two rebuilds in one second, or two processes)
+            backup = f"{self.path}.corrupt-{stamp}-{n}" if n else f"{self.path}.corrupt-{stamp}"
+            if not any(os.path.lexists(backup + sfx) for sfx in ("", "-wal", "-shm")):
+                break
         for suffix in ("", "-wal", "-shm"):
             p = Path(str(self.path) + suffix)
             if p.exists():
                 try:
-                    os.replace(p, Path(f"{self.path}.corrupt-{stamp}{suffix}"))
+                    os.link(p, backup + suffix)  # fails rather than replace a file of that name
+                    p.unlink()
+                    moved = True
                 except OSError:
                     p.unlink(missing_ok=True)
-        self.notices.append(f"{self.path}: cache was corrupt ({why}); moved aside and rebuilt")
+        self.notices.append(f"{self.path}: cache was corrupt ({why}); "
+                            f"{'moved aside to ' + os.path.basename(backup) if moved else 'removed'} and rebuilt")
         try:
             self._conn = self._connect()
-        except sqlite3.DatabaseError as e:  # still unusable: run without a cache
+        except (sqlite3.DatabaseError, OSError) as e:  # still unusable: run without a cache
             self.notices.append(f"{self.path}: cannot open the cache ({e}); continuing without it")
             self._conn = None
 
@@ -131,7 +191,7 @@ class Cache:
                 q = f"SELECT {columns} FROM {table} WHERE key IN ({','.join('?' * len(chunk))})"
                 out += self._conn.execute(q, chunk)
         except sqlite3.DatabaseError as e:
-            self._rebuild(str(e))
+            self._failed(e)
             return []
         return out
 
@@ -141,18 +201,14 @@ class Cache:
 
     def _write(self, table: str, rows: list[tuple[str, bytes]]) -> None:
         """Store rows in one transaction (all or nothing)."""
-        if self._conn is None or not rows:
+        if self._conn is None or self.read_only or not rows:
             return
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             self._conn.executemany(f"INSERT OR REPLACE INTO {table} (key, data) VALUES (?, ?)", rows)
             self._conn.execute("COMMIT")
-        except sqlite3.OperationalError as e:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.execute("ROLLBACK")
-            self.notices.append(f"{self.path}: could not write to the cache ({e}); results are unaffected")
         except sqlite3.DatabaseError as e:
-            self._rebuild(str(e))
+            self._failed(e)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         """Facts for the keys present; a row that fails to unpickle counts as missing."""

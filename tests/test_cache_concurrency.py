@@ -97,3 +97,74 @@ def test_a_file_edited_after_its_stat_was_trusted_caches_under_its_own_bytes(tmp
     assert [c.method for c in facts.casts] == ["half"]  # what was read is what was analysed
     assert index.raced == {sf.abspath}
     _rows_match_their_keys(cache, [])
+
+
+def test_two_rebuilds_in_one_second_keep_both_backups(tmp_path):
+    d = tmp_path / "cache"
+    d.mkdir()
+    for n in range(2):
+        (d / "facts.sqlite3").write_bytes(b"not a database, take %d " % n * 100)
+        c = Cache(d)
+        assert "corrupt" in c.notices[0]
+        c.close()
+    backups = sorted(p.read_bytes()[:26] for p in d.glob("facts.sqlite3.corrupt-*") if not p.name.endswith(("wal", "shm")))
+    assert backups == [b"not a database, take 0 not", b"not a database, take 1 not"]
+
+
+def _mounted_tmpfs(folder, size: str) -> bool:
+    if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        return False
+    folder.mkdir()
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True).returncode == 0
+
+
+def test_a_full_disk_keeps_a_healthy_cache_and_says_so_once(tmp_path):
+    """On a full disk the cache is neither called corrupt nor moved aside: it is read, not written, and the
+    scan's findings are the same; once there is space again, the next run writes."""
+    import shutil
+
+    import pytest
+
+    disk = tmp_path / "disk"
+    if not _mounted_tmpfs(disk, "2m"):
+        pytest.skip("needs root and tmpfs to make a full disk")
+    try:
+        cache = disk / "cache"
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+
+        def scan(root):
+            r = subprocess.run([sys.executable, "-m", "castfind", "scan", str(root), "--cache-dir", str(cache), "--json",
+                                "-j", "1"], env=env, capture_output=True, text=True, timeout=300)
+            return r.returncode, json.loads(r.stdout) if r.stdout.strip() else None, r.stderr
+
+        code, first, err = scan(FIX)
+        assert code == 1, err
+        db = cache / "facts.sqlite3"
+        healthy = db.read_bytes()
+        other = tmp_path / "other"
+        shutil.copytree(FIX, other)  # another tree: its stats and outcome would be written
+        (other / "minisrv" / "minisrv" / "extra.py").write_text("def f(kv):\n    return kv.float()\n")
+        filler = disk / "filler"
+        with open(filler, "wb") as fh:  # fill the disk
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+            except OSError:
+                pass
+        for _ in range(2):
+            code, doc, err = scan(other)
+            assert code == 1 and doc is not None, err
+            assert [f["path"] for f in doc["findings"]] == [f["path"] for f in first["findings"]]
+            notes = [d for d in doc["diagnostics"] if d["kind"] == "cache"]
+            assert len(notes) == 1 and "cannot write" in notes[0]["message"] and "corrupt" not in err, notes
+        assert db.read_bytes()[:100] == healthy[:100] and db.stat().st_size >= len(healthy) > 0
+        assert not list(cache.glob("*corrupt*"))
+        filler.unlink()
+        code, doc, err = scan(other)
+        assert code == 1 and not [d for d in doc["diagnostics"] if d["kind"] == "cache"], err
+        code, doc, err = scan(other)
+        assert doc["stats"]["outcome"] == "carried"  # written once there was space
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
