@@ -196,8 +196,9 @@ class Cache:
         return out
 
     def _select(self, table: str, keys: Iterable[str]) -> dict[str, bytes]:
-        """Raw blobs of ``table`` for the keys present."""
-        return dict(self._rows("key, data", table, keys))
+        """Raw blobs of ``table`` for the keys present. A value stored as another SQLite type (TEXT, INTEGER,
+        REAL, NULL: not written by castfind) is a damaged row: left out, so it is computed again and replaced."""
+        return {k: v for k, v in self._rows("key, data", table, keys) if isinstance(v, bytes)}
 
     def _write(self, table: str, rows: list[tuple[str, bytes]]) -> None:
         """Store rows in one transaction (all or nothing)."""

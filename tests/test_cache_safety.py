@@ -102,3 +102,23 @@ def test_a_cache_row_that_is_not_the_encoding_counts_as_missing(tmp_path: Path) 
     cache = Cache(tmp_path)
     cache.put_blobs({"k1": b"garbage", "k2": encode_facts(extract_source(b"x = 1\n", "m", "m.py", False))})
     assert list(cache.get_many(["k1", "k2"])) == ["k2"]
+
+
+def test_a_row_of_another_sqlite_type_is_a_damaged_row(tmp_path: Path) -> None:
+    """Every table's rows set to a TEXT, INTEGER or REAL value (SQLite keeps any type in a BLOB column): the
+    run recomputes them, answers as without a cache, and replaces them."""
+    _proj(tmp_path)
+    cache = tmp_path / "cache"
+    want, _ = _run(tmp_path, "proj", cache)
+    conn = sqlite3.connect(cache / "facts.sqlite3")
+    values = {"facts": "'garbled'", "idents": "7", "memo": "1.5", "stats": "'1:2:3:4:x'", "trees": "7"}
+    for table, value in values.items():
+        conn.execute(f"UPDATE {table} SET data = {value}")
+    conn.commit()
+    conn.close()
+    for _ in range(2):
+        got, err = _run(tmp_path, "proj", cache)
+        assert "internal error" not in err
+        assert [(f["path"], f["line"], f["rule"]) for f in got["findings"]] == \
+               [(f["path"], f["line"], f["rule"]) for f in want["findings"]]
+    assert got["stats"]["outcome"] == "carried"  # the rows were replaced
