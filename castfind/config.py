@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from castfind.inputs import InputError, read_input
 from castfind.scope import DEFAULT_REPORT_EXCLUDE, check_pattern
 from castfind.types import SEVERITIES
 
@@ -140,9 +141,11 @@ def _parse(table: Mapping[str, Any], folder: Path, path: Path) -> tuple[Config, 
 def _read_section(root: Path) -> tuple[Path, Mapping[str, Any] | None]:
     path = root / PYPROJECT
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path, "pyproject").decode("utf-8")
     except FileNotFoundError:
         return path, None
+    except InputError as exc:
+        raise ConfigError(path, None, str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, None, f"cannot read: {exc}") from exc
     try:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from castfind.fsutil import OutputPathError, atomic_write_text, check_output_file
+from castfind.inputs import InputError, read_input
 from castfind.types import SEVERITY_RANK, Diagnostic, Finding, Severity
 
 __all__ = [
@@ -408,7 +409,7 @@ def check_baseline_target(path: str | Path) -> None:
     if not p.exists():
         return
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_input(p, "baseline").decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(p, f"exists and cannot be read to check that it is a baseline ({exc}); {_NOT_OURS}") from exc
     if not text.strip():
@@ -468,9 +469,11 @@ def load_baseline(path: str | Path) -> Baseline:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_input(p, "baseline").decode("utf-8")
     except FileNotFoundError:
         raise BaselineError(p, "no such file (create it with --write-baseline)") from None
+    except InputError as exc:
+        raise BaselineError(p, str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(p, f"cannot read: {exc}") from exc
     try:

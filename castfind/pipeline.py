@@ -281,9 +281,12 @@ def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
     if req.model_config is not None:
         import json
 
+        from castfind.inputs import InputError, read_input
+
         try:
-            with open(req.model_config, encoding="utf-8") as fh:
-                doc = json.load(fh)
+            doc = json.loads(read_input(req.model_config, "model-config"))
+        except InputError as e:
+            raise ValueError(f"{req.model_config}: --model-config: {e}") from None
         except OSError as e:
             raise ValueError(f"{req.model_config}: --model-config: cannot read: {e.strerror}") from None
         except (ValueError, RecursionError) as e:

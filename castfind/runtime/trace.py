@@ -13,7 +13,6 @@ not drive the terminal (escape sequences, ``\\r``) of whoever prints it.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from castfind.fsutil import atomic_write_text
+from castfind.inputs import InputError, gunzip, read_input
 from castfind.types import Diagnostic, TraceSite
 
 FORMAT_VERSION = 1
@@ -227,14 +227,17 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Trace
     """
     name = os.fspath(path)
     try:
-        with open(name, "rb") as fh:
-            data = fh.read()
+        data = read_input(name, "trace")
+    except InputError as exc:
+        raise TraceError(name, 0, str(exc)) from None
     except OSError as exc:
         raise TraceError(name, 0, f"cannot read trace: {exc.strerror or exc}", "check the path") from exc
     if data[:2] == _GZIP_MAGIC:
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            data = gunzip(data, name, "trace")
+        except InputError as exc:
+            raise TraceError(name, 0, str(exc)) from None
+        except (OSError, EOFError, zlib.error) as exc:
             reason = f"cannot decompress: {exc or 'truncated gzip'}"
             raise TraceError(name, 0, reason, "record the trace again") from exc
     try:
