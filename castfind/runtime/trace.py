@@ -213,6 +213,16 @@ def dumps_trace(header: dict[str, Any], sites: Iterable[TraceSite]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def owns_trace(text: str) -> str | None:
+    """``None`` when ``text`` is a trace castfind wrote (its first line a ``castfind_trace`` header), else why not:
+    what an existing ``-o`` file must be before ``record`` or ``trace import`` replaces it."""
+    try:
+        header = json.loads(text.split("\n", 1)[0])
+    except (ValueError, RecursionError):
+        return "its first line is not JSON"
+    return None if isinstance(header, dict) and "castfind_trace" in header else "no castfind_trace header"
+
+
 def write_trace(path: str | os.PathLike[str], header: dict[str, Any], sites: list[TraceSite]) -> None:
     """Write a trace atomically (a reader never sees half a file)."""
     atomic_write_text(path, dumps_trace({**header, "records": len(sites)}, sites))
