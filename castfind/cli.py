@@ -348,7 +348,7 @@ def scan(
         raise typer.Exit(0)
     if stops and run.stops is not None:
         if json_out or output_format == "json":
-            typer.echo(json.dumps(run.stops.to_dict(), indent=2))
+            typer.echo(json.dumps(run.stops.to_dict(), indent=2, allow_nan=False))
         else:
             _print_stops(run.stops)
         raise typer.Exit(0)
@@ -503,7 +503,7 @@ def rules_list(
     if json_out:
         typer.echo(json.dumps([{"id": r.id, "name": r.name, "severity": r.severity, "message": r.message,
                                  "buffers": list(r.buffers), "hot": r.hot, "once": r.once, "source": r.source}
-                                for r in rs.rules], indent=2))
+                                for r in rs.rules], indent=2, allow_nan=False))
         return
     for r in rs.rules:
         typer.echo(f"{r.id}  {r.severity:<7}  {r.name}\n      {r.message}")

@@ -428,7 +428,7 @@ def write_baseline(path: str | Path, findings: Iterable[Finding]) -> Baseline:
         "findings": [entry.to_dict() for entry in baseline.entries],
     }
     try:
-        atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     except OSError as exc:
         raise BaselineError(path, f"cannot write: {exc.strerror or exc} — pass a path in a writable folder") from exc
     return baseline

@@ -48,7 +48,7 @@ def to_list(report: ScanReport) -> list[dict[str, Any]]:
 
 def render(report: ScanReport) -> str:
     """The Code Quality report as a JSON document ending with a newline."""
-    return json.dumps(to_list(report), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(to_list(report), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def render_report(report: ScanReport, ctx: ReportContext) -> str:

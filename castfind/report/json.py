@@ -36,7 +36,7 @@ def render(report: ScanReport, *, indent: int | None = 2, statistics: bool = Fal
     Values in ``stats`` that JSON cannot hold (a ``Path``, say) are written as strings
     rather than failing the whole report.
     """
-    return json.dumps(to_dict(report, statistics=statistics), indent=indent, ensure_ascii=False, default=str) + "\n"
+    return json.dumps(to_dict(report, statistics=statistics), indent=indent, ensure_ascii=False, default=str, allow_nan=False) + "\n"
 
 
 def render_report(report: ScanReport, ctx: ReportContext) -> str:

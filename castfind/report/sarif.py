@@ -191,7 +191,7 @@ def to_dict(report: ScanReport, rules: Iterable[RuleInfo] = ()) -> dict[str, Any
 
 
 def _document(log: dict[str, Any]) -> str:
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(log, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def render(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | None = None) -> str:
