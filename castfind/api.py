@@ -7,6 +7,7 @@ from typing import Any
 
 from castfind import pipeline
 from castfind.config import load_config
+from castfind.fsutil import Owns
 from castfind.heap import survivors_frozen
 from castfind.pipeline import ScanRun, open_index
 from castfind.where import DEFAULT_PARSE_BUDGET, WhereResult
@@ -58,6 +59,7 @@ def scan(
     model_config: str | None = None,
     kv_tokens: int | None = None,
     kv_cache_dtype: str | None = None,
+    outputs: list[tuple[str, str, str, Owns | None]] | None = None,
     **index_options: Any,
 ) -> ScanRun:
     """Scan roots for whole-buffer casts; never prints.
@@ -76,6 +78,8 @@ def scan(
     (:mod:`castfind.cost`; a model config that cannot be read is a ValueError). The phases are in
     :mod:`castfind.pipeline`; the carried results are saved before ``post`` reads any trace, so a
     bad trace does not cost the next scan its warm start.
+    ``outputs``: the report files the caller will write, (option, path, what, owns), refused before the scan
+    (OutputPathError) as ``write_baseline`` is when one would replace an input, a scanned source or a foreign file.
     """
     request = pipeline.ScanRequest(
         paths=tuple(paths), roots=tuple(roots or ()), only=only, rules=tuple(rules or ()),
@@ -84,6 +88,7 @@ def scan(
         warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit, include_tests=include_tests,
         index=pipeline.IndexOptions(**index_options),
         cost=pipeline.CostRequest(tuple(sets or ()), model_config, kv_tokens, kv_cache_dtype),
+        outputs=tuple(outputs or ()),
     )
     return _scan(pipeline.plan(request))
 

@@ -333,6 +333,7 @@ def scan(
                        warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit,
                        include_tests=include_tests, sets=sets, model_config=model_config, kv_tokens=kv_tokens,
                        kv_cache_dtype=kv_cache_dtype, cache_dir=cache_dir,
+                       outputs=_output_targets(reporter, output, outputs),
                        use_cache=not no_cache, jobs=n_jobs, max_file_size=_size(max_file_size),
                        progress=_progress("parsing"))
     except errors as e:
@@ -347,7 +348,7 @@ def scan(
         raise typer.Exit(0)
     if stops and run.stops is not None:
         if json_out or output_format == "json":
-            typer.echo(json.dumps(run.stops.to_dict(), indent=2))
+            typer.echo(json.dumps(run.stops.to_dict(), indent=2, allow_nan=False))
         else:
             _print_stops(run.stops)
         raise typer.Exit(0)
@@ -387,6 +388,15 @@ def _check_outputs(output: str | None, outputs: list[tuple[str, str]]) -> None:
         if key in seen:
             _fail(f"{seen[key]} {path} {option} {path}: two outputs to one file — give each its own path")
         seen[key] = option
+
+
+def _output_targets(reporter: Any, output: str | None, outputs: list[tuple[str, str]]) -> list[tuple[str, str, str, Any]]:
+    """(option, path, what, owns) of each output file, for the scan's one output check (castfind.fsutil)."""
+    from castfind.report import registry
+
+    given = [("--output", output, reporter)] if output is not None else []
+    given += [(f"--{name}-output", path, registry.get(name)) for name, path in outputs if path != "-"]
+    return [(option, path, r.what, r.owns) for option, path, r in given]
 
 
 def _write(path: str, doc: str, option: str) -> None:
@@ -493,7 +503,7 @@ def rules_list(
     if json_out:
         typer.echo(json.dumps([{"id": r.id, "name": r.name, "severity": r.severity, "message": r.message,
                                  "buffers": list(r.buffers), "hot": r.hot, "once": r.once, "source": r.source}
-                                for r in rs.rules], indent=2))
+                                for r in rs.rules], indent=2, allow_nan=False))
         return
     for r in rs.rules:
         typer.echo(f"{r.id}  {r.severity:<7}  {r.name}\n      {r.message}")

@@ -11,6 +11,9 @@ Keys (kebab-case, as in the rest of ``pyproject.toml``)::
     fail-on = "warning"                # error | warning | info
     baseline = "castfind-baseline.json"
 
+Paths (``roots``, ``rules``, ``baseline``) must stay inside the folder of this ``pyproject.toml`` once
+``..`` and symlinks are resolved: a scanned repository cannot point castfind at files elsewhere.
+
 A missing file or section gives the defaults. An unknown key or a value of the wrong type
 raises :class:`ConfigError` naming the key (and the closest valid one): a typo in a config
 file should not silently turn a check off.
@@ -19,12 +22,14 @@ file should not silently turn a check off.
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from castfind.inputs import InputError, read_input
 from castfind.scope import DEFAULT_REPORT_EXCLUDE, check_pattern
 from castfind.types import SEVERITIES
 
@@ -77,8 +82,20 @@ def _strings(value: Any, folder: Path) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _inside(item: str, folder: Path) -> Path:
+    """``folder / item``, which must stay inside ``folder`` once symlinks and ``..`` are resolved: a scanned
+    repository's config may name its own files only (never ``../../etc/shadow`` or ``/etc``)."""
+    path = folder / item
+    base = Path(os.path.realpath(folder))
+    if not Path(os.path.realpath(path)).is_relative_to(base):
+        shown = item if len(item) <= 60 else item[:57] + "..."
+        raise _Bad(f"{shown!r} is outside the project folder {folder} — name a path inside it, or pass it on "
+                   "the command line")
+    return path
+
+
 def _paths(value: Any, folder: Path) -> tuple[Path, ...]:
-    return tuple(folder / item for item in _strings(value, folder))
+    return tuple(_inside(item, folder) for item in _strings(value, folder))
 
 
 def _report_exclude(value: Any, folder: Path) -> tuple[str, ...]:
@@ -101,7 +118,7 @@ def _fail_on(value: Any, folder: Path) -> str:
 def _baseline(value: Any, folder: Path) -> Path:
     if not isinstance(value, str) or not value:
         raise _Bad(f"must be a path string, got {type(value).__name__}: {value!r}")
-    return folder / value
+    return _inside(value, folder)
 
 
 # TOML key -> (Config field, parser). The parsers are the whole schema.
@@ -140,9 +157,11 @@ def _parse(table: Mapping[str, Any], folder: Path, path: Path) -> tuple[Config, 
 def _read_section(root: Path) -> tuple[Path, Mapping[str, Any] | None]:
     path = root / PYPROJECT
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path, "pyproject").decode("utf-8")
     except FileNotFoundError:
         return path, None
+    except InputError as exc:
+        raise ConfigError(path, None, str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, None, f"cannot read: {exc}") from exc
     try:

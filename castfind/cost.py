@@ -101,14 +101,56 @@ def _dtype_text(value: str) -> str:
     return f"torch.{value}" if value in DTYPE_BYTES else value
 
 
+#: The largest number a binding may hold (``--set``, ``--kv-tokens``, a model config's field): what torch counts
+#: sizes in (int64). Bindings are also finite and non-negative: they are sizes and counts.
+MAX_BINDING = 2**63 - 1
+_NUMBER = re.compile(r"[+-]?(\d[\d_]*\.?[\d_]*([eE][+-]?\d+)?|\.\d[\d_]*([eE][+-]?\d+)?|0[xXoObB][\da-fA-F_]+|inf|nan|infinity)",
+                     re.IGNORECASE)
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+
+
+def number_problem(value: object) -> str | None:
+    """Why ``value`` (a JSON number, or the text of a binding) cannot be a size or count binding; None when it
+    can, or when it is not a number at all (a dtype, a formula). Never raises (no ``OverflowError``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not _NUMBER.fullmatch(text):
+            return None
+        if len(text) > 400:  # past any int64 or float (and Python's 4300-digit limit on int())
+            return f"{_shown(text)} is out of range (at most {MAX_BINDING})"
+        try:
+            special = text.lower().lstrip("+-") in ("inf", "infinity", "nan")
+            number: object = float(text) if special else ast.literal_eval(text.lstrip("+"))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return f"{_shown(text)} is not a number castfind can read"
+        value = number
+    if not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{_shown(str(value))} is not a finite number"
+    if value < 0:
+        return f"{_shown(str(value))} is negative; sizes and counts are 0 or more"
+    if value > MAX_BINDING:
+        return f"{_shown(str(value))} is out of range (at most {MAX_BINDING})"
+    return None
+
+
 def parse_set(spec: str) -> tuple[str, str]:
-    """``NAME=VALUE`` (one ``--set``) → (name, value); ValueError (one line) unless NAME is an identifier
-    and VALUE is not empty."""
+    """``NAME=VALUE`` (one ``--set``) → (name, value); ValueError (one line) unless NAME is an identifier,
+    VALUE is not empty and, when VALUE is a number, it is finite, non-negative and at most :data:`MAX_BINDING`."""
     name, eq, value = spec.partition("=")
     name, value = name.strip(), value.strip()
     if not eq or not all(p.isidentifier() for p in name.split(".")) or not value:
-        raise ValueError(f"--set {spec}: expected NAME=VALUE with NAME an identifier or a dotted name, "
+        raise ValueError(f"--set {_shown(spec)}: expected NAME=VALUE with NAME an identifier or a dotted name, "
                          f"e.g. --set layer_num=61")
+    why = number_problem(value)
+    if why is not None:
+        raise ValueError(f"--set {name}: {why} — give a size or count such as --set {name}=61")
     return name, value
 
 
@@ -117,20 +159,30 @@ def bindings(spec: CostSpec, *, config: Mapping[str, Any] | None = None, kv_toke
     """The names bound for this run: the rules' defaults, then the config fields (each as ``config.FIELD``
     too, what a model's constructor reads), the flags, ``--set``.
 
-    Raises ValueError for a ``--kv-cache-dtype`` no ``cost.kv_cache_dtypes`` entry or dtype names.
+    Raises ValueError for a ``--kv-cache-dtype`` no ``cost.kv_cache_dtypes`` entry or dtype names, and for a
+    ``--kv-tokens`` or a config field the rules bind that is not a finite, non-negative number up to
+    :data:`MAX_BINDING` (:func:`number_problem`); other config fields out of range are left unbound.
     """
     values: dict[str, str] = dict(spec.defaults)
     for key, v in (config or {}).items():  # `config.hidden_size` in a model's own constructor
         if isinstance(key, str) and key.isidentifier() and isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            if not isinstance(v, str) and number_problem(v) is not None:
+                continue  # e.g. pad_token_id = -1: no size, so no binding
             values[f"config.{key}"] = _dtype_text(v) if isinstance(v, str) else str(v)
     for key, names in spec.config:
         v = (config or {}).get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float, str)):
             continue
+        why = number_problem(v)
+        if why is not None:
+            raise ValueError(f"--model-config: field {key!r}: {why} — fix the config or bind it with --set")
         for n in names:
             values[n] = _dtype_text(v) if isinstance(v, str) else str(v)
     flags = dict(spec.flags)
     if kv_tokens is not None:
+        why = number_problem(kv_tokens)
+        if why is not None:
+            raise ValueError(f"--kv-tokens: {why}")
         for n in flags.get("kv_tokens", ()):
             values[n] = str(kv_tokens)
     if kv_cache_dtype is not None:
@@ -177,7 +229,13 @@ class Evaluator:
             v = self.value(text)
         except (Unknown, ArithmeticError, TypeError, RecursionError):
             return None
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return None
+        try:
+            f = float(v)
+        except OverflowError:  # an int past 1e308
+            return None
+        return f if math.isfinite(f) else None
 
     def truth(self, text: str) -> bool | None:
         try:
@@ -727,6 +785,8 @@ class CostModel:
             for x in n:
                 value *= float(x or 0)
             value *= src_b + dst_b
+            if not (math.isfinite(value) and value >= 0):
+                value = None  # a negative size (``size - 8`` with size 4) or past a float: no value, never -1.7 KiB
         owner = ref[1].qualname
         at = f"{path}:{alloc.line}"
         written = held.view or alloc.dtype or ""

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from castfind.fsutil import OutputPathError, atomic_write_text, check_output_file
+from castfind.fsutil import OutputPathError, Protected, atomic_write_text, check_output_target
+from castfind.inputs import InputError, read_input
 from castfind.types import SEVERITY_RANK, Diagnostic, Finding, Severity
 
 __all__ = [
@@ -390,35 +391,28 @@ def baseline_entries(findings: Iterable[Finding]) -> tuple[BaselineEntry, ...]:
     return tuple(entries)
 
 
-_NOT_OURS = "not overwriting it — remove it or pass another --write-baseline path"
-
-
-def check_baseline_target(path: str | Path) -> None:
-    """Raise :class:`BaselineError` unless a baseline can be written to ``path``.
-
-    The path must be writable (see :func:`castfind.fsutil.check_output_file`), and an existing
-    file there must be a castfind baseline (any version) or empty: anything else would be lost.
-    Call it before a long scan so a bad path fails first.
-    """
-    try:
-        check_output_file(path, "pass a file path in a writable folder to --write-baseline")
-    except OutputPathError as exc:
-        raise BaselineError(path, exc.reason) from None
-    p = Path(path)
-    if not p.exists():
-        return
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(p, f"exists and cannot be read to check that it is a baseline ({exc}); {_NOT_OURS}") from exc
-    if not text.strip():
-        return  # nothing to lose (e.g. made by mktemp)
+def owns_baseline(text: str) -> str | None:
+    """``None`` when ``text`` is a castfind baseline (any version), else why not (:data:`castfind.fsutil.Owns`)."""
     try:
         document = json.loads(text)
-    except json.JSONDecodeError:
-        raise BaselineError(p, f"exists and is not a castfind baseline (not JSON); {_NOT_OURS}") from None
+    except (ValueError, RecursionError):
+        return "not JSON"
     if not isinstance(document, dict) or "castfind_baseline" not in document:
-        raise BaselineError(p, f"exists and is not a castfind baseline (no 'castfind_baseline' key); {_NOT_OURS}")
+        return "no 'castfind_baseline' key"
+    return None
+
+
+def check_baseline_target(path: str | Path, protected: Protected | None = None) -> None:
+    """Raise :class:`BaselineError` unless a baseline can be written to ``path``.
+
+    The check of every output option (:func:`castfind.fsutil.check_output_target`): the path must be
+    writable, not one of ``protected``, and an existing file there must be a castfind baseline (any
+    version) or empty: anything else would be lost. Call it before a long scan so a bad path fails first.
+    """
+    try:
+        check_output_target(path, "--write-baseline", "castfind baseline", owns_baseline, protected or Protected())
+    except OutputPathError as exc:
+        raise BaselineError(path, exc.reason) from None
 
 
 def write_baseline(path: str | Path, findings: Iterable[Finding]) -> Baseline:
@@ -434,7 +428,7 @@ def write_baseline(path: str | Path, findings: Iterable[Finding]) -> Baseline:
         "findings": [entry.to_dict() for entry in baseline.entries],
     }
     try:
-        atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     except OSError as exc:
         raise BaselineError(path, f"cannot write: {exc.strerror or exc} — pass a path in a writable folder") from exc
     return baseline
@@ -468,9 +462,11 @@ def load_baseline(path: str | Path) -> Baseline:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_input(p, "baseline").decode("utf-8")
     except FileNotFoundError:
         raise BaselineError(p, "no such file (create it with --write-baseline)") from None
+    except InputError as exc:
+        raise BaselineError(p, str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(p, f"cannot read: {exc}") from exc
     try:

@@ -7,9 +7,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OutputPathError", "atomic_write_bytes", "atomic_write_text", "check_output_file", "ensure_folder"]
+__all__ = ["OutputPathError", "Owns", "Protected", "atomic_write_bytes", "atomic_write_text", "check_output_file",
+           "check_output_target", "ensure_folder"]
 
 
 class OutputPathError(Exception):
@@ -80,6 +83,96 @@ def check_output_file(path: str | os.PathLike[str], hint: str = "pass a path in 
         _probe(folder)
     except OSError as exc:
         raise OutputPathError(path, f"cannot write in {folder} ({_why(exc)}) — {hint}") from exc
+
+
+#: Whether an existing file's text is a document castfind wrote in one format: ``None`` when it is, else why
+#: not (``"not JSON"``). Each format's predicate lives next to its writer.
+Owns = Callable[[str], "str | None"]
+#: The most of an existing output file read to tell whether castfind wrote it; a larger file is not ours.
+MAX_OWNED_SIZE = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Protected:
+    """What one run's outputs must never replace: its ``inputs`` (files it reads), any ``.py`` file under its
+    scanned ``roots``, and anything inside the ``folders`` castfind keeps (the cache)."""
+
+    inputs: tuple[str, ...] = ()
+    roots: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, inputs: Iterable[object] = (), roots: Iterable[object] = (), folders: Iterable[object] = ()) -> Protected:
+        def norm(xs: Iterable[object]) -> tuple[str, ...]:
+            return tuple(os.fspath(x) for x in xs if isinstance(x, str | os.PathLike))
+
+        return cls(norm(inputs), norm(roots), norm(folders))
+
+
+def _under(path: Path, folder: str) -> bool:
+    return path.is_relative_to(os.path.realpath(folder))
+
+
+def _existing_text(path: str | os.PathLike[str]) -> str | None:
+    """The text of the regular file at ``path`` (None when there is none or it is empty); ``""`` when it
+    cannot be read as UTF-8 text of at most :data:`MAX_OWNED_SIZE` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        if st.st_size == 0:
+            return None
+        if st.st_size > MAX_OWNED_SIZE:
+            return ""
+        os.set_blocking(fd, True)
+        data = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8") if data.strip() else None
+    except UnicodeDecodeError:
+        return ""
+
+
+def check_output_target(path: str | os.PathLike[str], option: str, what: str, owns: Owns | None,
+                        protected: Protected | None = None) -> None:
+    """Raise :class:`OutputPathError` unless ``option`` may write its ``what`` document (``"SARIF log"``) to ``path``.
+
+    The one check every output option goes through, before the work: the path must be writable
+    (:func:`check_output_file`); it must not be one of ``protected``'s inputs, a ``.py`` file under a
+    scanned root or inside castfind's own folders; and an existing non-empty file there must be a
+    document of that format castfind wrote (``owns`` says; ``None``: never), else it would be lost.
+    A device or FIFO (``/dev/null``) only has to be writable.
+    """
+    hint = f"pass another {option} path"
+    protected = protected or Protected()
+    check_output_file(path, f"pass a file path in a writable folder to {option}")
+    if _is_stream(path):
+        return
+    real = Path(os.path.realpath(path))
+    for given in protected.inputs:
+        if real == Path(os.path.realpath(given)):
+            raise OutputPathError(path, f"is an input of this run ({given}); not overwriting it — {hint}")
+    for folder in protected.folders:
+        if _under(real, folder):
+            raise OutputPathError(path, f"is inside castfind's folder {folder}; not writing there — {hint}")
+    if real.suffix.lower() in (".py", ".pyi", ".pyw"):
+        for root in protected.roots:
+            if _under(real, root):
+                raise OutputPathError(path, f"is a Python source under the scanned root {root}; not overwriting it "
+                                            f"— {hint}")
+    text = _existing_text(path)
+    if text is None:
+        return  # nothing to lose (new, or empty as mktemp makes it)
+    why = "not UTF-8 text" if text == "" else ("no check for this format" if owns is None else owns(text))
+    if why is not None:
+        raise OutputPathError(path, f"exists and is not a {what} ({why}); not overwriting it — remove it or {hint}")
 
 
 def ensure_folder(path: str | os.PathLike[str], hint: str) -> Path:

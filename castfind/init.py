@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from castfind.fsutil import atomic_write_text
+from castfind.inputs import read_input
 
 __all__ = ["PRECOMMIT_SNIPPET", "STARTER_SECTION", "init"]
 
@@ -56,7 +57,7 @@ def _init_pyproject(root: Path) -> list[str]:
         return [f"created {PYPROJECT} with a [tool.castfind] section"]
     try:
         # Bytes, not read_text: universal newlines would turn a CRLF file into LF on rewrite.
-        text = path.read_bytes().decode("utf-8")
+        text = read_input(path, "pyproject").decode("utf-8")
         document = tomllib.loads(text)
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         # Appending to a file we cannot parse could make it worse; leave it to the user.
@@ -93,7 +94,7 @@ def _init_precommit(root: Path) -> list[str]:
         atomic_write_text(path, PRECOMMIT_SNIPPET)
         return [f"created {PRECOMMIT} with the castfind hook"]
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = yaml.safe_load(read_input(path, "pyproject").decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return [f"left {PRECOMMIT} unchanged: it could not be read as YAML ({problem}); add this entry:",

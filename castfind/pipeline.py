@@ -32,11 +32,11 @@ from castfind.config import Config, load_config, merge
 from castfind.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set
 from castfind.cost import check as check_cost
 from castfind.discover import Package, package_roots
-from castfind.fsutil import OutputPathError, ensure_folder
+from castfind.fsutil import OutputPathError, Owns, Protected, check_output_target, ensure_folder
 from castfind.gitref import RootAtRef
 from castfind.index import Index, ProgressFn
 from castfind.report import ScanReport, SourceCache
-from castfind.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleSet, load_rules
+from castfind.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleError, RuleSet, load_rules, rule_files
 from castfind.scope import in_scope
 from castfind.types import Diagnostic, Finding
 
@@ -101,6 +101,9 @@ class ScanRequest:
     include_tests: bool = False
     index: IndexOptions = field(default_factory=IndexOptions)
     cost: CostRequest = field(default_factory=CostRequest)
+    #: The report files the caller will write: (option, path, what the document is, its ``owns`` check),
+    #: checked in :func:`plan` as ``write_baseline`` is (:func:`castfind.fsutil.check_output_target`).
+    outputs: tuple[tuple[str, str, str, Owns | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -232,12 +235,11 @@ def plan(request: ScanRequest) -> ScanPlan:
     opened, so bad input fails in moments rather than after a long parse. Raises RuleError,
     ConfigError, BaselineError, DiscoveryError, OutputPathError or ValueError.
     """
-    if request.write_baseline:
-        fnd.check_baseline_target(request.write_baseline)
     cfg = merge(_load_config(request), roots=list(request.roots) or ([] if request.only else list(request.paths)),
                 rules=list(request.rules), exclude=list(request.exclude), entry_points=list(request.entry_points),
                 fail_on=request.fail_on, baseline=request.baseline)
     roots = tuple(str(r) for r in cfg.roots) or (".",)
+    _check_outputs(request, cfg, roots)
     ruleset = load_rules([str(r) for r in cfg.rules])
     if cfg.entry_points:
         ruleset = ruleset.with_entry_points(tuple(cfg.entry_points))
@@ -275,15 +277,38 @@ def plan(request: ScanRequest) -> ScanPlan:
     )
 
 
+def _check_outputs(request: ScanRequest, cfg: Config, roots: tuple[str, ...]) -> None:
+    """Every output (``write_baseline`` and ``request.outputs``) through one check, before anything is parsed:
+    writable, not an input of this run, not a ``.py`` file under a root, not in the cache folder, and not an
+    existing file of another kind (:func:`castfind.fsutil.check_output_target`)."""
+    if not request.write_baseline and not request.outputs:
+        return
+    try:
+        rule_inputs: list[Path] = rule_files(list(cfg.rules))
+    except RuleError:  # a missing rule file: load_rules says so next
+        rule_inputs = []
+    inputs = [*rule_inputs, cfg.baseline, cfg.source, *request.traces, request.cost.model_config,
+              *(request.paths if request.only else ())]
+    folders = [request.index.cache_dir or default_cache_dir()]
+    protected = Protected.of(inputs, [*roots, *(request.paths if not request.only else ())], folders)
+    if request.write_baseline:
+        fnd.check_baseline_target(request.write_baseline, protected)
+    for option, path, what, owns in request.outputs:
+        check_output_target(path, option, what, owns, protected)
+
+
 def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
     """The names bound for cost formulas; a model config that cannot be read is a ValueError (one line)."""
     config: dict[str, Any] | None = None
     if req.model_config is not None:
         import json
 
+        from castfind.inputs import InputError, read_input
+
         try:
-            with open(req.model_config, encoding="utf-8") as fh:
-                doc = json.load(fh)
+            doc = json.loads(read_input(req.model_config, "model-config"))
+        except InputError as e:
+            raise ValueError(f"{req.model_config}: --model-config: {e}") from None
         except OSError as e:
             raise ValueError(f"{req.model_config}: --model-config: cannot read: {e.strerror}") from None
         except (ValueError, RecursionError) as e:

@@ -49,6 +49,7 @@ import yaml
 
 from castfind import casts as cast_table
 from castfind.casts import CastMethod, Operand
+from castfind.inputs import InputError, read_input
 from castfind.sourcetext import word_start
 from castfind.types import SEVERITIES, Severity, is_severity
 
@@ -417,7 +418,7 @@ def rule_files(dirs: list[str | Path]) -> list[Path]:
     out: list[Path] = []
     for d in dirs:
         p = Path(d)
-        if p.is_file():
+        if p.is_file() or (p.exists() and not p.is_dir()):  # a FIFO or device: refused when read, in one line
             out.append(p)
         elif p.is_dir():
             out += sorted(x for x in p.iterdir() if x.suffix in (".yaml", ".yml"))
@@ -653,7 +654,10 @@ class _File:
 
 def _read(f: _File, path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path, "rules").decode("utf-8")
+    except InputError as e:
+        f.err(0, "file", str(e))
+        return None
     except (OSError, UnicodeDecodeError) as e:
         f.err(0, "file", f"cannot read: {e}")
         return None

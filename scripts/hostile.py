@@ -244,6 +244,119 @@ def racing_edits(tmp: Path, rounds: int = 20, scans: int = 8) -> None:
                 count(cls, "lost or wrong")
                 print(f"  {cls}: round {n} {tree.name}: cached {cached} != --no-cache {fresh}", file=sys.stderr)
         shutil.rmtree(copy)
+def _kv_project(tmp: Path, name: str = "proj") -> Path:
+    proj = tmp / name
+    proj.mkdir()
+    (proj / "kv.py").write_text(KV)
+    return proj
+
+
+@hostile("config paths")
+def config_paths(tmp: Path) -> None:
+    """A scanned repository's [tool.castfind] paths leaving it (.., absolute, a symlink): exit 2, no secret printed."""
+    c = ["--cache-dir", str(tmp / "cache")]
+    (tmp / "shadow").write_text("root:$6$HOSTILESECRET:19000:0:99999:7:::\n")
+    for i, (key, value) in enumerate([("rules", '["../shadow"]'), ("rules", '["/etc/shadow"]'), ("rules", '["link"]'),
+                                      ("roots", '["/"]'), ("baseline", '"../shadow"'), ("baseline", '"/etc/passwd"')]):
+        proj = _kv_project(tmp, f"p{i}")
+        os.symlink(tmp / "shadow", proj / "link")
+        (proj / "pyproject.toml").write_text(f"[tool.castfind]\n{key} = {value}\n")
+        r = run("config paths", ["scan", str(proj)] + c, {2}, tmp, watch=tmp)
+        count("config paths", "lost or wrong", "HOSTILESECRET" in r.stdout + r.stderr or "root:" in r.stderr)
+
+
+@hostile("outputs aimed at inputs and sources")
+def outputs_at_inputs(tmp: Path) -> None:
+    """Each output option aimed at a scanned .py, each input kind, the cache db and a foreign file: exit 2, nothing changed."""
+    cls = "outputs aimed at inputs and sources"
+    cache = tmp / "cache"
+    proj = _kv_project(tmp)
+    inputs = {"base": tmp / "base.json", "rules": tmp / "r.yaml", "cfg": tmp / "config.json", "trace": tmp / "t.jsonl",
+              "foreign": tmp / "notes.txt"}
+    inputs["base"].write_text('{"castfind_baseline": 1, "findings": []}\n')
+    inputs["rules"].write_text("rules: []\n")
+    inputs["cfg"].write_text("{}\n")
+    inputs["trace"].write_text('{"castfind_trace": 1, "records": 0}\n')
+    inputs["foreign"].write_text("precious\n")
+    base = ["scan", str(proj), "--cache-dir", str(cache), "--baseline", str(inputs["base"]), "--rules",
+            str(inputs["rules"]), "--model-config", str(inputs["cfg"]), "--trace", str(inputs["trace"])]
+    run(cls, base, {1}, tmp, watch=tmp)
+    targets = [str(proj / "kv.py"), str(proj / "new.py"), *(str(p) for p in inputs.values()), str(cache / "facts.sqlite3")]
+    options = [["--sarif"], ["--json-output"], ["--github-output"], ["--gitlab-output"], ["--junit-output"],
+               ["--markdown-output"], ["--format", "json", "--output"], ["--write-baseline"]]
+    for opt in options:
+        for target in targets:
+            run(cls, base + opt + [target], {2}, tmp, watch=tmp)
+    prog = tmp / "prog.py"
+    prog.write_text("print('hi')\n")
+    for args in (["record", "-o", str(prog), "--", "python", str(prog)],
+                 ["record", "-o", str(inputs["foreign"]), "--", "python", str(prog)],
+                 ["trace", "import", str(inputs["foreign"]), "-o", str(inputs["foreign"])],
+                 ["trace", "import", str(inputs["foreign"]), "-o", str(inputs["trace"])]):
+        run(cls, args, {2}, tmp, watch=tmp)
+
+
+@hostile("bombs and FIFOs")
+def bombs_and_fifos(tmp: Path) -> None:
+    """A gzip bomb trace, /dev/zero and a FIFO as each input, a FIFO as init's pyproject.toml: exit 2, no hang."""
+    cls = "bombs and FIFOs"
+    c = ["--cache-dir", str(tmp / "cache")]
+    proj = _kv_project(tmp)
+    bomb = tmp / "bomb.jsonl.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as fh:
+        for _ in range(64):
+            fh.write(b"\n" * (16 << 20))  # 1 GiB of newlines, ~1 MB compressed
+    fifo = tmp / "fifo"
+    os.mkfifo(fifo)
+    for args in (["trace", "show", str(bomb)], ["scan", str(proj), "--trace", str(bomb)] + c,
+                 ["trace", "import", str(bomb), "-o", str(tmp / "o.jsonl")]):
+        run(cls, args, {2}, tmp, watch=tmp, timeout=60)
+    for src in ("/dev/zero", str(fifo)):
+        for opt in ("--trace", "--baseline", "--model-config", "--rules"):
+            run(cls, ["scan", str(proj), opt, src] + c, {2}, tmp, watch=tmp, timeout=60)
+        for args in (["trace", "show", src], ["trace", "import", src, "-o", str(tmp / "o.jsonl")]):
+            run(cls, args, {2}, tmp, watch=tmp, timeout=60)
+    d = tmp / "initme"
+    d.mkdir()
+    os.mkfifo(d / "pyproject.toml")
+    run(cls, ["init", str(d)], {2}, tmp, watch=tmp, timeout=60)
+    d2 = _kv_project(tmp, "fifocfg")
+    os.mkfifo(d2 / "pyproject.toml")
+    run(cls, ["scan", str(d2)] + c, {2}, tmp, watch=tmp, timeout=60)
+
+
+def _strict_json(text: str) -> bool:
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    try:
+        json.loads(text, parse_constant=refuse)
+    except ValueError:
+        return False
+    return True
+
+
+@hostile("huge numbers")
+def huge_numbers(tmp: Path) -> None:
+    """Huge, infinite and negative bindings: exit 2 in one line; --json and SARIF always strict JSON."""
+    cls = "huge numbers"
+    c = ["--cache-dir", str(tmp / "cache")]
+    fix = str(REPO / "fixtures" / "cost")
+    sets = ["--set", "head_num=8", "--set", "head_dim=128"]
+    for value in ("0x" + "f" * 300, "9" * 400, "1e308", "-1", "-0.5", "1e999"):
+        for fmt in (["--json"], ["--sarif", "-"]):
+            r = run(cls, ["scan", fix, "--set", f"layer_num={value}", *sets, "--kv-tokens", "1000", *fmt] + c, {2}, tmp)
+            count(cls, "lost or wrong", "internal error" in r.stderr or len(r.stderr.strip().splitlines()) != 1)
+    r = run(cls, ["scan", fix, "--set", "layer_num=2", *sets, "--kv-tokens", "9" * 400] + c, {2}, tmp)
+    count(cls, "lost or wrong", "internal error" in r.stderr)
+    cfg = tmp / "config.json"
+    for bad in ("9" * 4000, "-61", "1e400"):
+        cfg.write_text('{"num_hidden_layers": ' + bad + "}")
+        r = run(cls, ["scan", fix, "--model-config", str(cfg), "--kv-tokens", "1000", "--json"] + c, {2}, tmp)
+        count(cls, "lost or wrong", "internal error" in r.stderr)
+    for fmt in (["--json"], ["--sarif", "-"]):
+        r = run(cls, ["scan", fix, "--set", "layer_num=61", *sets, "--kv-tokens", "495552", *fmt] + c, {1}, tmp)
+        count(cls, "lost or wrong", not _strict_json(r.stdout))
 
 
 def main() -> int:

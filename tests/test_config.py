@@ -25,7 +25,7 @@ def test_missing_pyproject_or_section_gives_defaults(tmp_path: Path) -> None:
 def test_all_keys(tmp_path: Path) -> None:
     path = write(tmp_path, """
 [tool.castfind]
-roots = ["python", "/opt/flashinfer"]
+roots = ["python", "vendor/flashinfer"]
 rules = ["castfind_rules"]
 exclude = ["**/tests/**", "benchmarks/*"]
 entry-points = ["*.run_batch"]
@@ -33,7 +33,7 @@ fail-on = "warning"
 baseline = "castfind-baseline.json"
 """)
     assert load_config(tmp_path) == Config(
-        roots=(tmp_path / "python", Path("/opt/flashinfer")),
+        roots=(tmp_path / "python", tmp_path / "vendor/flashinfer"),
         rules=(tmp_path / "castfind_rules",),
         exclude=("**/tests/**", "benchmarks/*"),
         entry_points=("*.run_batch",),

@@ -11,6 +11,8 @@ Paths are relative to the current folder (the checkout, in a workflow). Diagnost
 
 from __future__ import annotations
 
+import re
+
 from castfind.report import ReportContext, ScanReport, display_path
 from castfind.types import Diagnostic, Finding
 
@@ -72,3 +74,13 @@ def render(report: ScanReport) -> str:
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
     """:func:`render` in the registry's signature; the context is not used."""
     return render(report)
+
+
+def owns(text: str) -> str | None:
+    """``None`` when every line of ``text`` is a workflow command as castfind writes them, else why not."""
+    if all(_COMMAND_LINE.match(line) for line in text.splitlines() if line.strip()):
+        return None
+    return "a line that is not a ::error, ::warning or ::notice workflow command"
+
+
+_COMMAND_LINE = re.compile(r"^::(error|warning|notice)( [^:]*)?::")

@@ -48,9 +48,21 @@ def to_list(report: ScanReport) -> list[dict[str, Any]]:
 
 def render(report: ScanReport) -> str:
     """The Code Quality report as a JSON document ending with a newline."""
-    return json.dumps(to_list(report), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(to_list(report), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
     """:func:`render` in the registry's signature; the context is not used."""
     return render(report)
+
+
+def owns(text: str) -> str | None:
+    """``None`` when ``text`` is a Code Quality report castfind wrote (a list of its issues), else why not."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return "not JSON"
+    keys = {"type", "check_name", "description", "fingerprint", "location"}
+    if not isinstance(doc, list) or not all(isinstance(i, dict) and keys <= i.keys() for i in doc):
+        return "not a list of Code Quality issues"
+    return None

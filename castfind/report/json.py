@@ -36,9 +36,21 @@ def render(report: ScanReport, *, indent: int | None = 2, statistics: bool = Fal
     Values in ``stats`` that JSON cannot hold (a ``Path``, say) are written as strings
     rather than failing the whole report.
     """
-    return json.dumps(to_dict(report, statistics=statistics), indent=indent, ensure_ascii=False, default=str) + "\n"
+    return json.dumps(to_dict(report, statistics=statistics), indent=indent, ensure_ascii=False, default=str, allow_nan=False) + "\n"
 
 
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
     """:func:`render` in the registry's signature; JSON uses only ``ctx.statistics``."""
     return render(report, statistics=ctx.statistics)
+
+
+def owns(text: str) -> str | None:
+    """``None`` when ``text`` is a JSON report castfind wrote (an object with findings, diagnostics and stats),
+    else why not; what an existing ``--json-output`` file must be before it is replaced."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return "not JSON"
+    if not isinstance(doc, dict) or not {"findings", "diagnostics", "stats"} <= doc.keys():
+        return "no findings, diagnostics and stats keys"
+    return None

@@ -75,3 +75,11 @@ def render(report: ScanReport) -> str:
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
     """:func:`render` in the registry's signature; the context is not used."""
     return render(report)
+
+
+def owns(text: str) -> str | None:
+    """``None`` when ``text`` is JUnit XML castfind wrote (``<testsuites name="castfind">``), else why not."""
+    head = text.lstrip()[:4096]
+    if head.startswith("<") and re.search(r'<testsuites\s+name="castfind"', head):
+        return None
+    return 'no <testsuites name="castfind">'

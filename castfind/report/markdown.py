@@ -120,3 +120,8 @@ def render(report: ScanReport) -> str:
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
     """:func:`render` in the registry's signature; the context is not used."""
     return render(report)
+
+
+def owns(text: str) -> str | None:
+    """``None`` when ``text`` is a Markdown report castfind wrote (it starts with ``### castfind:``), else why not."""
+    return None if text.startswith("### castfind: ") else "does not start with '### castfind: '"

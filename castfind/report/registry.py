@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from castfind.fsutil import Owns
 from castfind.report import Render, github, gitlab, json, junit, markdown, sarif, text
 
 __all__ = ["DEFAULT_FORMAT", "REPORTERS", "BuiltinFormat", "Reporter", "UnknownFormat", "get", "register"]
@@ -27,20 +28,26 @@ class Reporter:
     ``stdout_end`` is what the CLI writes after the document when it goes to standard output:
     the JSON and SARIF documents have always been followed there by one blank line (scripts may
     compare the output byte for byte), the text report by nothing. A file gets the document alone.
+
+    ``owns`` tells whether an existing file is a document of this format castfind wrote (``None``:
+    it is; else why not), checked before an output option replaces it; ``what`` names the document in
+    that message. A format without ``owns`` only writes new or empty files.
     """
 
     render: Render
     stdout_end: str = ""
+    owns: Owns | None = None
+    what: str = "castfind report"
 
 
 REPORTERS: dict[str, Reporter] = {
-    "text": Reporter(text.render_report),
-    "json": Reporter(json.render_report, stdout_end="\n"),
-    "sarif": Reporter(sarif.render_report, stdout_end="\n"),
-    "github": Reporter(github.render_report),
-    "gitlab": Reporter(gitlab.render_report),
-    "junit": Reporter(junit.render_report),
-    "markdown": Reporter(markdown.render_report),
+    "text": Reporter(text.render_report, owns=text.owns, what="castfind text report"),
+    "json": Reporter(json.render_report, stdout_end="\n", owns=json.owns, what="castfind JSON report"),
+    "sarif": Reporter(sarif.render_report, stdout_end="\n", owns=sarif.owns, what="castfind SARIF log"),
+    "github": Reporter(github.render_report, owns=github.owns, what="castfind GitHub workflow-command file"),
+    "gitlab": Reporter(gitlab.render_report, owns=gitlab.owns, what="castfind GitLab Code Quality report"),
+    "junit": Reporter(junit.render_report, owns=junit.owns, what="castfind JUnit XML report"),
+    "markdown": Reporter(markdown.render_report, owns=markdown.owns, what="castfind Markdown report"),
 }
 
 

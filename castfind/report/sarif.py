@@ -191,7 +191,7 @@ def to_dict(report: ScanReport, rules: Iterable[RuleInfo] = ()) -> dict[str, Any
 
 
 def _document(log: dict[str, Any]) -> str:
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(log, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def render(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | None = None) -> str:
@@ -205,3 +205,20 @@ def render(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | Non
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
     """The SARIF log in the registry's signature: rules are described from ``ctx.rules``."""
     return _document(to_dict(report, ctx.rules))
+
+
+def owns(text: str) -> str | None:
+    """``None`` when ``text`` is a SARIF log castfind wrote (every run's tool driver is castfind), else why not."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return "not JSON"
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list) or not runs:
+        return "no runs"
+    for run in runs:
+        tool = run.get("tool") if isinstance(run, dict) else None
+        driver = tool.get("driver") if isinstance(tool, dict) else None
+        if not isinstance(driver, dict) or driver.get("name") != "castfind":
+            return "a run whose tool is not castfind"
+    return None

@@ -8,6 +8,7 @@ one-line summary.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
@@ -196,3 +197,11 @@ def render(report: ScanReport, source_line: SourceLine | None = None, *, color: 
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
     """:func:`render` in the registry's signature: the context's source lines and colour."""
     return render(report, ctx.source_line, color=ctx.color, statistics=ctx.statistics)
+
+
+def owns(text: str) -> str | None:
+    """``None`` when ``text`` holds the summary line of a text report castfind wrote, else why not."""
+    return None if _SUMMARY.search(text) else "no castfind summary line"
+
+
+_SUMMARY = re.compile(r"\b\d+ errors?, \d+ warnings?, \d+ info\b")

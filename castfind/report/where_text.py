@@ -16,7 +16,7 @@ def where_output(res: WhereResult, json_out: bool) -> tuple[list[str], str, list
 
     line = describe_packages(res.packages)
     head = [f"castfind: {line}"] if line is not None else []
-    out = json.dumps(res.to_dict(), indent=2) + "\n" if json_out else render_where(res)
+    out = json.dumps(res.to_dict(), indent=2, allow_nan=False) + "\n" if json_out else render_where(res)
     tail = [f"castfind: {d}" for d in res.diagnostics]
     if res.definitions or res.unresolved:
         return head, out, tail, 0

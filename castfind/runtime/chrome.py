@@ -7,7 +7,6 @@ Only the fields the importer reads are checked; anything malformed in them becom
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
 import math
 import os
@@ -15,6 +14,7 @@ import re
 import zlib
 from typing import Any
 
+from castfind.inputs import InputError, gunzip, read_input
 from castfind.runtime.trace import MAX_INT, TraceError
 
 HOST_CATS = frozenset({"cpu_op", "python_function", "user_annotation", "cuda_runtime", "cuda_driver"})
@@ -122,13 +122,16 @@ def load_chrome_trace(path: str | os.PathLike[str]) -> ChromeTrace:
     """Read ``path`` (``.json`` or gzip-compressed) into a :class:`ChromeTrace`, or raise :class:`TraceError`."""
     name = os.fspath(path)
     try:
-        with open(name, "rb") as fh:
-            data = fh.read()
+        data = read_input(name, "profile")
+    except InputError as exc:
+        raise TraceError(name, 0, str(exc)) from None
     except OSError as exc:
         raise TraceError(name, 0, f"cannot read profile: {exc.strerror or exc}", "check the path") from exc
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            data = gunzip(data, name, "profile")
+        except InputError as exc:
+            raise TraceError(name, 0, str(exc)) from None
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceError(name, 0, f"cannot decompress: {exc or 'truncated gzip'}", _HINT) from exc
     try:

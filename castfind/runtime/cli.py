@@ -34,6 +34,7 @@ from castfind.runtime.trace import (
     TraceError,
     clean_text,
     format_bytes,
+    owns_trace,
     read_trace,
     sort_sites,
     total_bytes,
@@ -104,6 +105,7 @@ def record_command(
         check_output(output)
     except ProgramError as exc:
         raise _fail(exc) from exc
+    _check_trace_output(output, [] if spec.is_module else [spec.target])
     if importlib.util.find_spec("torch") is None:
         typer.echo(_NO_TORCH, err=True)
         raise typer.Exit(2)
@@ -191,6 +193,7 @@ def import_command(
     """Convert a torch.profiler Chrome trace (record_shapes=True, with_stack=True) to a castfind trace."""
     from castfind.runtime.profiler import import_profile
 
+    _check_trace_output(output, [profile])
     try:
         header, sites = import_profile(profile, source_roots=tuple(str(s) for s in src))
     except TraceError as exc:
@@ -203,6 +206,18 @@ def import_command(
     unplaced = sum(1 for s in sites if s.extra.get("line_kind") == "def")
     note = f" ({unplaced} placed at their function's first line; pass --src)" if unplaced else ""
     typer.echo(f"castfind: {len(sites)} cast sites from {profile} -> {output}{note}", err=True)
+
+
+def _check_trace_output(output: Path, inputs: list[Any]) -> None:
+    """``-o``: the output check every castfind output goes through (:func:`castfind.fsutil.check_output_target`):
+    not an input of the run, and an existing file there must be a castfind trace (or empty)."""
+    from castfind.fsutil import OutputPathError, Protected, check_output_target
+
+    try:
+        check_output_target(output, "-o", "castfind trace", owns_trace, Protected.of(inputs))
+    except OutputPathError as exc:
+        typer.echo(f"castfind: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def show_command(

@@ -13,7 +13,6 @@ not drive the terminal (escape sequences, ``\\r``) of whoever prints it.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from castfind.fsutil import atomic_write_text
+from castfind.inputs import InputError, gunzip, read_input
 from castfind.types import Diagnostic, TraceSite
 
 FORMAT_VERSION = 1
@@ -213,6 +213,16 @@ def dumps_trace(header: dict[str, Any], sites: Iterable[TraceSite]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def owns_trace(text: str) -> str | None:
+    """``None`` when ``text`` is a trace castfind wrote (its first line a ``castfind_trace`` header), else why not:
+    what an existing ``-o`` file must be before ``record`` or ``trace import`` replaces it."""
+    try:
+        header = json.loads(text.split("\n", 1)[0])
+    except (ValueError, RecursionError):
+        return "its first line is not JSON"
+    return None if isinstance(header, dict) and "castfind_trace" in header else "no castfind_trace header"
+
+
 def write_trace(path: str | os.PathLike[str], header: dict[str, Any], sites: list[TraceSite]) -> None:
     """Write a trace atomically (a reader never sees half a file)."""
     atomic_write_text(path, dumps_trace({**header, "records": len(sites)}, sites))
@@ -227,14 +237,17 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Trace
     """
     name = os.fspath(path)
     try:
-        with open(name, "rb") as fh:
-            data = fh.read()
+        data = read_input(name, "trace")
+    except InputError as exc:
+        raise TraceError(name, 0, str(exc)) from None
     except OSError as exc:
         raise TraceError(name, 0, f"cannot read trace: {exc.strerror or exc}", "check the path") from exc
     if data[:2] == _GZIP_MAGIC:
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            data = gunzip(data, name, "trace")
+        except InputError as exc:
+            raise TraceError(name, 0, str(exc)) from None
+        except (OSError, EOFError, zlib.error) as exc:
             reason = f"cannot decompress: {exc or 'truncated gzip'}"
             raise TraceError(name, 0, reason, "record the trace again") from exc
     try:
