@@ -359,6 +359,168 @@ def huge_numbers(tmp: Path) -> None:
         count(cls, "lost or wrong", not _strict_json(r.stdout))
 
 
+def _git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="h", GIT_AUTHOR_EMAIL="h@example.com", GIT_COMMITTER_NAME="h",
+               GIT_COMMITTER_EMAIL="h@example.com", GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    return subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, check=True,
+                          env=env).stdout.decode().strip()
+
+
+def _crafted(repo: Path, names: list[bytes], leaf: bytes = b"x.py", mode: str = "100644") -> str:
+    """A commit whose tree holds ``leaf`` under the folders ``names``, written with no check of the names."""
+    blob = _git(repo, "hash-object", "-w", "--stdin", stdin=KV.encode())
+    oid = blob
+    entries = [(mode, leaf, blob)]
+    for name in [None, *reversed(names)]:
+        if name is not None:
+            entries = [("40000", name, oid)]
+        raw = b"".join(m.encode() + b" " + n + b"\0" + bytes.fromhex(o) for m, n, o in entries)
+        oid = _git(repo, "hash-object", "-t", "tree", "--literally", "-w", "--stdin", stdin=raw)
+    return _git(repo, "commit-tree", oid, "-m", "crafted")
+
+
+@hostile("crafted git trees")
+def crafted_git_trees(tmp: Path) -> None:
+    """--baseline-commit of commits whose trees name paths that leave the export folder (.., ., .git, an
+    absolute-looking or backslashed name, a file and a folder of one name): one line, exit 2, nothing written
+    outside the cache, for both cache modes and with the scratch folder inside the watched folder."""
+    cls = "crafted git trees"
+    repo = tmp / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "srv.py").write_text(KV)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    scratch = tmp / "scratch"
+    scratch.mkdir()
+    shapes = [[b".."] * n for n in range(1, 9)] + [[b"a", b"..", b".."], [b".git", b"hooks"], [b"sub", b".GIT"],
+                                                   [b"."], [b"a\\..\\.."]]
+    commits = [_crafted(repo, names) for names in shapes]
+    commits.append(_crafted(repo, [b"..", b".."], leaf=b"sitecustomize.py"))
+    commits.append(_crafted(repo, [], leaf=b"x.py", mode="120000"))  # a link: skipped, never written
+    for commit in commits:
+        for cache in (["--no-cache"], ["--cache-dir", str(tmp / "cache")]):
+            r = run(cls, ["scan", str(repo), *cache, "--baseline-commit", commit], {0, 1, 2}, tmp, watch=tmp,
+                    env={"TMPDIR": str(scratch)})
+            if r.returncode == 2 and r.stderr.count("\n") != 1:
+                count(cls, "wrong exits")
+                print(f"  {cls}: not one line: {r.stderr!r}", file=sys.stderr)
+        leftover = [p for p in scratch.rglob("*.py")]
+        if leftover:
+            count(cls, "outside writes", len(leftover))
+            print(f"  {cls}: left in the scratch folder: {leftover}", file=sys.stderr)
+
+
+@hostile("damaged cache state")
+def damaged_cache_state(tmp: Path) -> None:
+    """Cache rows of another SQLite type, and the cache's exported --baseline-commit trees truncated, garbled,
+    planted with a file, a folder replaced by a file, a file replaced by a link: every later run answers as
+    --no-cache does."""
+    import sqlite3
+
+    cls = "damaged cache state"
+    repo = tmp / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "srv").mkdir()
+    (repo / "srv" / "backend.py").write_text(KV)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    (repo / "srv" / "backend.py").write_text(KV + KV.replace("forward_decode", "forward_decode2"))
+    (repo / "srv" / "extra.py").write_text(KV)
+    cache = tmp / "cache"
+    args = ["scan", str(repo), "--json", "--baseline-commit", "HEAD"]
+    want = _findings(run(cls, [*args, "--no-cache"], {1}, tmp))
+
+    def check(what: str) -> None:
+        for _ in range(2):
+            got = _findings(run(cls, [*args, "--cache-dir", str(cache)], {1}, tmp))
+            if got != want:
+                count(cls, "lost or wrong")
+                print(f"  {cls}: {what}: {got} != {want}", file=sys.stderr)
+
+    check("fresh")
+    db = cache / "facts.sqlite3"
+    for value in ("'garbled'", "7", "1.5", "x'00'"):
+        conn = sqlite3.connect(db)
+        for table in ("facts", "idents", "memo", "stats", "trees"):
+            conn.execute(f"UPDATE {table} SET data = {value}")
+        conn.commit()
+        conn.close()
+        check(f"rows set to {value}")
+    for damage in ("truncate", "garble", "plant", "remove", "folder-to-file", "link", "empty-tree"):
+        (tree,) = [p for p in (cache / "refs").iterdir() if not p.name.startswith(".")]
+        (copy,) = tree.rglob("backend.py")
+        if damage == "truncate":
+            copy.write_text(KV[:30])
+        elif damage == "garble":
+            copy.write_text(KV.replace("get_key_buffer", "get_kex_buffer"))
+        elif damage == "plant":
+            (copy.parent / "extra.py").write_text(KV)
+        elif damage == "remove":
+            copy.unlink()
+        elif damage == "folder-to-file":
+            shutil.rmtree(copy.parent)
+            copy.parent.write_text("x")
+        elif damage == "link":
+            copy.unlink()
+            copy.symlink_to(repo / "srv" / "backend.py")
+        else:
+            shutil.rmtree(tree)
+            tree.write_text("")
+        check(f"exported tree: {damage}")
+
+
+@hostile("full disk")
+def full_disk(tmp: Path) -> None:
+    """The cache on a small tmpfs that is filled up (root only; skipped otherwise): scans answer as --no-cache,
+    say 'cannot write' once, never call the cache corrupt, and keep the database; with space again, it is used."""
+    cls = "full disk"
+    if os.geteuid() != 0:
+        print(f"  {cls}: skipped (needs root to mount a tmpfs)", file=sys.stderr)
+        return
+    disk = tmp / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True).returncode:
+        print(f"  {cls}: skipped (cannot mount a tmpfs)", file=sys.stderr)
+        return
+    try:
+        cache = disk / "cache"
+        proj = tmp / "proj"
+        shutil.copytree(REPO / "fixtures" / "scan", proj)
+        base = ["scan", str(proj), "--json", "--cache-dir", str(cache)]
+        want = _findings(run(cls, ["scan", str(proj), "--json", "--no-cache"], {1}, tmp))
+        run(cls, base, {1}, tmp)
+        db = cache / "facts.sqlite3"
+        size = db.stat().st_size
+        with open(disk / "filler", "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+            except OSError:
+                pass
+        for n in range(4):
+            (proj / "minisrv" / "minisrv" / f"new{n}.py").write_text(KV)
+            want = _findings(run(cls, ["scan", str(proj), "--json", "--no-cache"], {1}, tmp))
+            for j in ("1", "2"):
+                r = run(cls, [*base, "-j", j], {1}, tmp)
+                notes = [d for d in json.loads(r.stdout or "{}").get("diagnostics", []) if d.get("kind") == "cache"]
+                bad = _findings(r) != want or "corrupt" in r.stderr + r.stdout or len(notes) > 1
+                count(cls, "lost or wrong", bad)
+                if bad:
+                    print(f"  {cls}: {r.stdout[-300:]} {r.stderr[-300:]}", file=sys.stderr)
+        if not db.is_file() or db.stat().st_size < size or list(cache.glob("*corrupt*")):
+            count(cls, "lost or wrong")
+            print(f"  {cls}: the database was lost or moved aside", file=sys.stderr)
+        (disk / "filler").unlink()
+        r = run(cls, base, {1}, tmp)
+        r = run(cls, base, {1}, tmp)
+        count(cls, "lost or wrong", _findings(r) != want or '"outcome": "carried"' not in r.stdout)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", choices=sorted(CLASSES), help="run only these classes")
