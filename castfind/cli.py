@@ -107,7 +107,9 @@ def _progress(label: str):
 
 def _fail(message: str) -> NoReturn:
     """A usage or input error: one line on stderr, exit 2."""
-    typer.echo(f"castfind: {message}", err=True)
+    from castfind.names import shown
+
+    typer.echo(f"castfind: {shown(message)}", err=True)  # one line, whatever a file is called
     raise typer.Exit(2)
 
 
@@ -431,6 +433,8 @@ def _explain_spec(spec: str) -> tuple[str, int, int | None]:
 def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
     """One account per cast on the line (only the one at COL when given); without a cast on the line,
     those of the nearest line above (a cast spanning lines)."""
+    from castfind.names import shown
+
     path, line, col = at
     norm = path.replace("\\", "/")
     hits = [k for k in run.explanations
@@ -452,9 +456,9 @@ def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
         best = at_col
     for k in best:
         e = run.explanations[k]
-        typer.echo(f"{e.path}:{e.line}:{e.column}: {e.expr}")
+        typer.echo(shown(f"{e.path}:{e.line}:{e.column}: {e.expr}"))
         for w in e.why:
-            typer.echo(f"  - {w}")
+            typer.echo(f"  - {shown(w)}")
         for f in run.report.findings:
             if (f.path, f.line, f.column) == k:
                 typer.echo(f"  => {f.rule} {f.severity}: {f.message}")
@@ -462,6 +466,8 @@ def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
 
 def _print_stops(table) -> None:
     """``--stops``: casts per stop reason, each with its top files."""
+    from castfind.names import shown
+
     typer.echo(f"{table.examined} dtype cast(s) examined, {table.buffer_like} with a buffer-like operand "
                f"({table.whole} of them a whole buffer)")
     if not table.rows:
@@ -471,7 +477,7 @@ def _print_stops(table) -> None:
     for row in table.rows:
         typer.echo(f"{row.reason:<22}{row.count:>6}")
         for path, n in row.files:
-            typer.echo(f"{'':<22}{n:>6}  {path}")
+            typer.echo(f"{'':<22}{n:>6}  {shown(path)}")
 
 
 rules_app = typer.Typer(cls=_Group, help="List, test and validate rule files.", no_args_is_help=True)

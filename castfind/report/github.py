@@ -11,6 +11,7 @@ Paths are relative to the current folder (the checkout, in a workflow). Diagnost
 
 from __future__ import annotations
 
+from castfind.names import shown
 from castfind.report import ReportContext, ScanReport, display_path
 from castfind.types import Diagnostic, Finding
 
@@ -21,8 +22,9 @@ COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def escape_data(text: str) -> str:
-    """A command's message, as the runner's ``escapeData`` does it."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A command's message, as the runner's ``escapeData`` does it; other control characters (an ANSI
+    escape in a file name) are shown escaped (:func:`castfind.names.shown`)."""
+    return shown(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from xml.etree import ElementTree as ET
 
+from castfind.names import shown
 from castfind.report import ReportContext, ScanReport, display_path
 from castfind.types import Finding
 
@@ -43,10 +44,10 @@ def _details(f: Finding, where: str) -> str:
 
 
 def _testcase(f: Finding) -> ET.Element:
-    where = display_path(f.root, f.path)
+    where = shown(display_path(f.root, f.path))
     case = ET.Element("testcase", {
         "name": _clean(f"{f.rule} {where}:{f.line}"),
-        "classname": _clean(f.module or where.removesuffix(".py").replace("/", ".")),
+        "classname": _clean(shown(f.module) or where.removesuffix(".py").replace("/", ".")),
         "time": "0",
     })
     failure = ET.SubElement(case, "failure", {"type": f.rule, "message": _clean(f.message)})
