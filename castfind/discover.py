@@ -226,6 +226,17 @@ class _Walk:
         self.notes.append(Diagnostic(shown(rel), 0, f"{what} is not valid UTF-8: {skipped} (rename it to scan "
                                                     "it, or add it to --exclude)", "read-error"))
 
+    def inside(self, link: str, top: str) -> bool:
+        """Whether symlink ``link`` leads to a file under the root ``top`` (resolved); when not, a diagnostic
+        (its lines would be shown under a path inside the root)."""
+        target = os.path.realpath(link)
+        if target.startswith(os.path.join(top, "")):
+            return True
+        rel = link[len(os.path.join(top, "")):].replace(os.sep, "/")
+        self.notes.append(Diagnostic(shown(rel), 0, f"a symlink to {shown(target)}, outside the root: file skipped "
+                                                    "(pass that folder as a root to scan it)", "read-error"))
+        return False
+
     def root(self, root: str, base: Path) -> list[SourceFile]:
         out: list[SourceFile] = []
         top = str(base)
@@ -258,7 +269,12 @@ class _Walk:
                     self.not_utf8(rel, "file name", "file skipped")
                     continue
                 try:
-                    st = os.stat(path)
+                    # PERF: lstat, not stat: the same one call for a plain file, and a symlink shows as one.
+                    st = os.lstat(path)
+                    if stat.S_ISLNK(st.st_mode):
+                        st = os.stat(path)
+                        if not self.inside(path, top):
+                            continue
                 except OSError:
                     st = None
                 if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > max_size:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import REPO
+from tests.support import REPO, run_castfind
 
 KV = "def forward_decode(self, q):\n    return self.token_to_kv_pool.get_key_buffer(0).to(q.dtype)\n"
 BAD_BYTES = b"bad\xff\xfe.py"
@@ -125,3 +125,19 @@ def test_a_root_whose_path_is_not_utf8_is_one_usage_error(tmp_path: Path) -> Non
         r = _run(*args)
         assert r.returncode == 2 and r.stderr.count(b"\n") == 1, r.stderr
         assert b"r\\xff: path is not valid UTF-8" in r.stderr
+
+
+def test_a_symlink_out_of_the_root_is_skipped_with_a_diagnostic(tmp_path: Path) -> None:
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / "s.py").write_text(KV)
+    proj = _tree(tmp_path)
+    (proj / "leak.py").symlink_to(outside / "s.py")
+    (proj / "inside.py").symlink_to(proj / "plain.py")  # a link that stays inside is a file as before
+    for mode in _modes(tmp_path):
+        r = run_castfind("scan", str(proj), "--json", *mode)
+        doc = json.loads(r.stdout)
+        paths = {f["path"] for f in doc["findings"]}
+        assert "leak.py" not in paths and {"plain.py", "inside.py"} <= paths
+        (d,) = [d for d in doc["diagnostics"] if d["path"] == "leak.py"]
+        assert d["kind"] == "read-error" and "outside the root" in d["message"]
