@@ -21,6 +21,7 @@ from castfind import __version__
 
 # click's ClickException (usage errors and the like), whether typer vendors click or imports it.
 _CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 _COMMAND_KEY = "castfind.command"
 
 
@@ -47,6 +48,32 @@ class _Group(TyperGroup):
     Subcommand names collect in ``ctx.meta`` (shared by a context and its children), so a
     nested group using this class reports ``rules list``, not just ``rules``.
     """
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
+             standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Every usage error is one line, ``castfind: COMMAND: what is wrong — see 'COMMAND --help'``, exit 2
+        (click would print a usage block and rich a box). ``castfind`` alone still prints the help."""
+        kwargs.update(args=args, prog_name=prog_name, complete_var=complete_var)
+        if not standalone_mode:
+            return super().main(standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(standalone_mode=False, **kwargs)
+        except _CLICK_ERROR as e:
+            if type(e).__name__ == "NoArgsIsHelpError":
+                return super().main(**kwargs)  # the help, as before
+            names, ctx = [], getattr(e, "ctx", None)
+            while ctx is not None and ctx.parent is not None:  # the subcommands, not how castfind was started
+                names.append(ctx.info_name)
+                ctx = ctx.parent
+            command = " ".join(["castfind", *reversed(names)])
+            message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
+            hint = f" — see '{command} --help'" if isinstance(e, _USAGE_ERROR) else ""
+            typer.echo(f"castfind: {''.join(n + ': ' for n in reversed(names))}{message}{hint}", err=True)
+            sys.exit(getattr(e, "exit_code", 2))
+        except typer.Abort:
+            typer.echo("castfind: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)

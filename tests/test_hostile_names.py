@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO, run_castfind
 
 KV = "def forward_decode(self, q):\n    return self.token_to_kv_pool.get_key_buffer(0).to(q.dtype)\n"
@@ -141,3 +143,12 @@ def test_a_symlink_out_of_the_root_is_skipped_with_a_diagnostic(tmp_path: Path) 
         assert "leak.py" not in paths and {"plain.py", "inside.py"} <= paths
         (d,) = [d for d in doc["diagnostics"] if d["path"] == "leak.py"]
         assert d["kind"] == "read-error" and "outside the root" in d["message"]
+
+
+@pytest.mark.parametrize("args", [["scan", "--no-such-option"], ["nosuch"], ["scan", "--jobs", "many"],
+                                  ["where"], ["rules", "list", "--bogus"], ["record"]])
+def test_every_usage_error_is_one_line(args: list[str]) -> None:
+    r = run_castfind(*args)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("castfind: ") and r.stderr.count("\n") == 1, r.stderr
+    assert not any(c in r.stderr for c in "╭╰│"), r.stderr
