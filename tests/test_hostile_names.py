@@ -44,7 +44,7 @@ def _keys(doc: dict) -> set[tuple[str, int, str]]:
 def _control_free(data: bytes, where: str) -> None:
     text = data.decode("utf-8")  # strict: an undecodable byte fails here
     for line in text.split("\n"):
-        bad = [c for c in line if not c.isprintable() and c != "\t"]
+        bad = [c for c in line if (not c.isprintable() and c != "\t") or c == "\ufffd"]
         assert not bad, f"{where}: raw control character {bad!r} in {line!r}"
 
 

@@ -30,11 +30,11 @@ def _clean(text: str) -> str:
 def _details(f: Finding, where: str) -> str:
     lines = [f"{where}:{f.line}:{f.column}: {f.rule} {f.severity} {f.message}", f"expression: {f.expr}"]
     if f.function:
-        lines.append(f"function: {f.function}")
+        lines.append(f"function: {shown(f.function)}")
     if f.hot_path:
-        lines.append("hot path: " + " → ".join(f.hot_path))
+        lines.append("hot path: " + " → ".join(map(shown, f.hot_path)))  # module names: file names
     if f.provenance:
-        lines.append("provenance: " + " → ".join(f.provenance))
+        lines.append("provenance: " + " → ".join(map(shown, f.provenance)))
     if f.runtime is not None:
         rt = f.runtime
         lines.append(f"measured: {rt.calls} call(s) × {rt.bytes_per_call} B = {rt.bytes_total} B")
