@@ -21,6 +21,7 @@ from castfind import __version__
 
 # click's ClickException (usage errors and the like), whether typer vendors click or imports it.
 _CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 _COMMAND_KEY = "castfind.command"
 
 
@@ -47,6 +48,32 @@ class _Group(TyperGroup):
     Subcommand names collect in ``ctx.meta`` (shared by a context and its children), so a
     nested group using this class reports ``rules list``, not just ``rules``.
     """
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
+             standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Every usage error is one line, ``castfind: COMMAND: what is wrong — see 'COMMAND --help'``, exit 2
+        (click would print a usage block and rich a box). ``castfind`` alone still prints the help."""
+        kwargs.update(args=args, prog_name=prog_name, complete_var=complete_var)
+        if not standalone_mode:
+            return super().main(standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(standalone_mode=False, **kwargs)
+        except _CLICK_ERROR as e:
+            if type(e).__name__ == "NoArgsIsHelpError":
+                return super().main(**kwargs)  # the help, as before
+            names, ctx = [], getattr(e, "ctx", None)
+            while ctx is not None and ctx.parent is not None:  # the subcommands, not how castfind was started
+                names.append(ctx.info_name)
+                ctx = ctx.parent
+            command = " ".join(["castfind", *reversed(names)])
+            message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
+            hint = f" — see '{command} --help'" if isinstance(e, _USAGE_ERROR) else ""
+            typer.echo(f"castfind: {''.join(n + ': ' for n in reversed(names))}{message}{hint}", err=True)
+            sys.exit(getattr(e, "exit_code", 2))
+        except typer.Abort:
+            typer.echo("castfind: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
@@ -107,7 +134,9 @@ def _progress(label: str):
 
 def _fail(message: str) -> NoReturn:
     """A usage or input error: one line on stderr, exit 2."""
-    typer.echo(f"castfind: {message}", err=True)
+    from castfind.names import shown
+
+    typer.echo(f"castfind: {shown(message)}", err=True)  # one line, whatever a file is called
     raise typer.Exit(2)
 
 
@@ -441,6 +470,8 @@ def _explain_spec(spec: str) -> tuple[str, int, int | None]:
 def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
     """One account per cast on the line (only the one at COL when given); without a cast on the line,
     those of the nearest line above (a cast spanning lines)."""
+    from castfind.names import shown
+
     path, line, col = at
     norm = path.replace("\\", "/")
     hits = [k for k in run.explanations
@@ -462,9 +493,9 @@ def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
         best = at_col
     for k in best:
         e = run.explanations[k]
-        typer.echo(f"{e.path}:{e.line}:{e.column}: {e.expr}")
+        typer.echo(shown(f"{e.path}:{e.line}:{e.column}: {e.expr}"))
         for w in e.why:
-            typer.echo(f"  - {w}")
+            typer.echo(f"  - {shown(w)}")
         for f in run.report.findings:
             if (f.path, f.line, f.column) == k:
                 typer.echo(f"  => {f.rule} {f.severity}: {f.message}")
@@ -472,6 +503,8 @@ def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
 
 def _print_stops(table) -> None:
     """``--stops``: casts per stop reason, each with its top files."""
+    from castfind.names import shown
+
     typer.echo(f"{table.examined} dtype cast(s) examined, {table.buffer_like} with a buffer-like operand "
                f"({table.whole} of them a whole buffer)")
     if not table.rows:
@@ -481,7 +514,7 @@ def _print_stops(table) -> None:
     for row in table.rows:
         typer.echo(f"{row.reason:<22}{row.count:>6}")
         for path, n in row.files:
-            typer.echo(f"{'':<22}{n:>6}  {path}")
+            typer.echo(f"{'':<22}{n:>6}  {shown(path)}")
 
 
 rules_app = typer.Typer(cls=_Group, help="List, test and validate rule files.", no_args_is_help=True)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from castfind.names import shown, utf8_name
 from castfind.scope import in_scope
 from castfind.types import Diagnostic
 
@@ -105,6 +106,7 @@ def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int =
     walk = _Walk(exclude, max_size, notes, listings or {}, {} if listed is None else listed,
                  {} if stats is None else stats)
     for root in roots:
+        check_root(root)
         base = Path(root)
         if not base.exists():
             raise DiscoveryError(root, "no such file or folder; pass an existing path with --root")
@@ -121,6 +123,15 @@ def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int =
                 seen.add(sf.abspath)
                 out.append(sf)
     return out
+
+
+def check_root(root: str) -> None:
+    """Raise :class:`DiscoveryError` for a root whose path (resolved) is not UTF-8: none of its files could
+    be named in a report or a cache key. (A file or folder *inside* a root with such a name is skipped
+    with a diagnostic instead.)"""
+    if not utf8_name(root) or not utf8_name(os.path.realpath(root)):
+        raise DiscoveryError(shown(root), "path is not valid UTF-8, so its files cannot be named in a report or "
+                                          "the cache; rename the folder")
 
 
 def _module_for_file(path: Path) -> str:
@@ -209,6 +220,23 @@ class _Walk:
         self.stats[path] = (size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         return True
 
+    def not_utf8(self, rel: str, what: str, skipped: str) -> None:
+        """A file or folder whose name is not UTF-8 cannot be named in a report, a cache key or a module
+        name: one diagnostic, shown escaped (``bad\\xff.py``)."""
+        self.notes.append(Diagnostic(shown(rel), 0, f"{what} is not valid UTF-8: {skipped} (rename it to scan "
+                                                    "it, or add it to --exclude)", "read-error"))
+
+    def inside(self, link: str, top: str) -> bool:
+        """Whether symlink ``link`` leads to a file under the root ``top`` (resolved); when not, a diagnostic
+        (its lines would be shown under a path inside the root)."""
+        target = os.path.realpath(link)
+        if target.startswith(os.path.join(top, "")):
+            return True
+        rel = link[len(os.path.join(top, "")):].replace(os.sep, "/")
+        self.notes.append(Diagnostic(shown(rel), 0, f"a symlink to {shown(target)}, outside the root: file skipped "
+                                                    "(pass that folder as a root to scan it)", "read-error"))
+        return False
+
     def root(self, root: str, base: Path) -> list[SourceFile]:
         out: list[SourceFile] = []
         top = str(base)
@@ -237,8 +265,16 @@ class _Walk:
                 rel = rel_dir + name
                 if exclude and self.excluded(rel, name):
                     continue
+                if not utf8_name(name):
+                    self.not_utf8(rel, "file name", "file skipped")
+                    continue
                 try:
-                    st = os.stat(path)
+                    # PERF: lstat, not stat: the same one call for a plain file, and a symlink shows as one.
+                    st = os.lstat(path)
+                    if stat.S_ISLNK(st.st_mode):
+                        st = os.stat(path)
+                        if not self.inside(path, top):
+                            continue
                 except OSError:
                     st = None
                 if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > max_size:
@@ -254,6 +290,9 @@ class _Walk:
                     continue
                 path = inside + name
                 if exclude and self.excluded(path[cut:].replace(os.sep, "/"), name):
+                    continue
+                if not utf8_name(name):
+                    self.not_utf8(path[cut:].replace(os.sep, "/"), "folder name", "its files are skipped")
                     continue
                 stack.append((path, None if prefix is None else [*prefix, name]))
         return out
@@ -307,9 +346,9 @@ def describe_packages(packages: tuple[Package, ...]) -> str | None:
         folder = p.folder or "./"
         return os.path.join(p.root, p.folder) if several else folder
 
-    shown = [f"{p.name} ({where(p)})" for p in packages[:SHOW_PACKAGES]]
+    listed = [f"{p.name} ({where(p)})" for p in packages[:SHOW_PACKAGES]]
     rest = len(packages) - SHOW_PACKAGES
-    return "indexing " + ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
+    return shown("indexing " + ", ".join(listed) + (f" and {rest} more" if rest > 0 else ""))
 
 
 def find_installed(top: str) -> Path | None:

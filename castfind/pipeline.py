@@ -31,7 +31,7 @@ from castfind.cache import Cache, default_cache_dir
 from castfind.config import Config, load_config, merge
 from castfind.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set
 from castfind.cost import check as check_cost
-from castfind.discover import Package, package_roots
+from castfind.discover import Package, check_root, package_roots
 from castfind.fsutil import OutputPathError, Owns, Protected, check_output_target, ensure_folder
 from castfind.gitref import RootAtRef
 from castfind.index import Index, ProgressFn
@@ -202,6 +202,8 @@ def open_index(
     Raises :class:`~castfind.fsutil.OutputPathError` when ``cache_dir`` cannot be used; when the
     default cache folder cannot, the index runs without a cache and says so in a diagnostic.
     """
+    for root in roots or ["."]:
+        check_root(root)  # before the cache is asked for its tree
     cache, notice = _open_cache(cache_dir) if use_cache else (None, None)
     index = Index.from_roots(
         roots or ["."],

@@ -110,7 +110,7 @@ def _answer(args: list[str]) -> Printed | None:
 def _where(parsed: _Args) -> Printed | None:
     from castfind.cache import Cache, default_cache_dir
     from castfind.config import ConfigError, load_config
-    from castfind.discover import DiscoveryError
+    from castfind.discover import DiscoveryError, check_root
     from castfind.fsutil import OutputPathError, ensure_folder
     from castfind.index import Index
     from castfind.report.where_text import where_output
@@ -127,6 +127,8 @@ def _where(parsed: _Args) -> Printed | None:
     try:
         if cache.notices:
             return None
+        for root in roots or ["."]:
+            check_root(root)
         index = Index.from_roots(roots or ["."], exclude=parsed.exclude, max_file_size=parsed.max_file_size,
                                  cache=cache, jobs=parsed.jobs or (os.cpu_count() or 1),
                                  follow_installed=parsed.follow_installed)

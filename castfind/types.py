@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeGuard
 
+from castfind.names import shown
+
 Severity = Literal["error", "warning", "info"]
 #: What the cost model concluded about a finding beyond its bytes (:class:`Cost`).
 CostVerdict = Literal["", "no-op", "tiny"]
@@ -198,7 +200,9 @@ class Diagnostic:
 
     def __str__(self) -> str:
         # Line 0: about the whole file (or flag) named by ``path``, not one of its lines.
-        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
+        # Shown escaped: one diagnostic is one line, whatever its file is called.
+        path, message = shown(self.path), shown(self.message)
+        return f"{path}:{self.line}: {message}" if self.line else f"{path}: {message}"
 
 
 @dataclass(frozen=True, slots=True)

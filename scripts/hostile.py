@@ -519,6 +519,90 @@ def full_disk(tmp: Path) -> None:
         count(cls, "lost or wrong", _findings(r) != want or '"outcome": "carried"' not in r.stdout)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+def _raw_control(text: str) -> bool:
+    """Whether any output line holds a control character (tabs aside) or an undecodable byte."""
+    return "\ufffd" in text or any(not c.isprintable() and c != "\t" for line in text.split("\n") for c in line)
+
+
+@hostile("hostile file names")
+def hostile_names(tmp: Path) -> None:
+    """A non-UTF-8 file and folder name, a name with a newline and ``::warning``, control characters, a symlink
+    out of the root: every format and ``where``, cached twice and --no-cache; the normal files' findings stay."""
+    cls = "hostile file names"
+    cache = tmp / "cache"
+    proj = tmp / "proj"
+    shutil.copytree(REPO / "fixtures" / "scan", proj)
+    (proj / "plain.py").write_text(KV)
+    ref = subprocess.run([sys.executable, "-m", "castfind", "scan", str(proj), "--no-cache", "--json"], cwd=tmp,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True)
+    expected = {(f["path"], f["line"], f["rule"]) for f in json.loads(ref.stdout)["findings"]}
+    raw = os.fsencode(proj)
+    with open(raw + b"/bad\xff\xfe.py", "wb") as fh:
+        fh.write(KV.encode())
+    os.mkdir(raw + b"/dir\xff")
+    with open(raw + b"/dir\xff/inner.py", "wb") as fh:
+        fh.write(KV.encode())
+    (proj / "x\n::warning file=README.md::injected\n.py").write_text(KV)
+    (proj / "esc\x1b[31m\r\x07.py").write_text(KV)
+    (tmp / "outside.py").write_text(KV)
+    (proj / "leak.py").symlink_to(tmp / "outside.py")
+    outs = {"--json-output": tmp / "o.json", "--sarif": tmp / "o.sarif", "--github-output": tmp / "o.gh",
+            "--gitlab-output": tmp / "o.gl", "--junit-output": tmp / "o.xml", "--markdown-output": tmp / "o.md"}
+    extra = [a for opt, path in outs.items() for a in (opt, str(path))]
+    for mode in (["--cache-dir", str(cache)], ["--cache-dir", str(cache)], ["--no-cache"]):
+        r = run(cls, ["scan", str(proj), *mode, *extra], {1}, tmp, outputs=tuple(outs.values()), watch=tmp)
+        docs = [r.stdout, r.stderr] + [p.read_text(errors="surrogateescape") for p in outs.values() if p.exists()]
+        if len(docs) != 2 + len(outs) or any(_raw_control(d) for d in docs):
+            count(cls, "lost or wrong")
+            print(f"  {cls}: raw control character or missing output ({mode})", file=sys.stderr)
+        try:
+            got = {(f["path"], f["line"], f["rule"]) for f in json.loads(outs["--json-output"].read_text())["findings"]}
+            json.loads(outs["--sarif"].read_text())
+            json.loads(outs["--gitlab-output"].read_text())
+        except (OSError, ValueError):
+            got = set()
+        if not expected <= got or any(p[0] == "leak.py" for p in got):
+            count(cls, "lost or wrong")
+            print(f"  {cls}: lost {sorted(expected - got)} ({mode})", file=sys.stderr)
+        for fmt in ("text", "json", "sarif", "github", "gitlab", "junit", "markdown"):
+            r = run(cls, ["scan", str(proj), *mode, "--format", fmt], {1}, tmp, watch=tmp)
+            count(cls, "lost or wrong", _raw_control(r.stdout) or "plain.py" not in r.stdout)
+        for w in (["where", "forward_decode"], ["where", "forward_decode", "--json"]):
+            r = run(cls, [*w, "--root", str(proj), *mode], {0}, tmp, watch=tmp)
+            count(cls, "lost or wrong", _raw_control(r.stdout) or "plain.py" not in r.stdout)
+
+
+_THREADS = """\
+import sys, threading
+import torch
+x = torch.zeros(4, 4, dtype=torch.float16)
+def work():
+    for _ in range(100):
+        x.float()
+t = threading.Thread(target=work)
+t.start()
+t.join()
+"""
+
+
+@hostile("record threads")
+def record_threads(tmp: Path) -> None:
+    """A thread's casts are in the trace; a program that closes or replaces sys.stdout keeps its exit code."""
+    cls = "record threads"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(f"  {cls}: skipped, torch is not installed", file=sys.stderr)
+        return
+    out = tmp / "t.castfind.jsonl"
+    (tmp / "threads.py").write_text(_THREADS)
+    run(cls, ["record", "-o", str(out), "--", "python", str(tmp / "threads.py")], {0}, tmp, outputs=(out,), watch=tmp)
+    lines = [json.loads(line) for line in out.read_text().splitlines()[1:]] if out.exists() else []
+    count(cls, "lost or wrong", sum(rec["calls"] for rec in lines if rec["line"] == 6) != 100)
+    for body, code in (("sys.stdout.close()", 0), ("sys.stdout.close()\nsys.exit(3)", 3), ("sys.stdout = None", 0),
+                       ("os.close(1)\nsys.exit(4)", 4)):
+        (tmp / "prog.py").write_text(f"import os, sys\nprint('hi')\n{body}\n")
+        run(cls, ["record", "-o", str(out), "--", str(tmp / "prog.py")], {code}, tmp, outputs=(out,), watch=tmp)
 
 
 def main() -> int:

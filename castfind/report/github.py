@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from castfind.names import shown
 from castfind.report import ReportContext, ScanReport, display_path
 from castfind.types import Diagnostic, Finding
 
@@ -23,8 +24,9 @@ COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def escape_data(text: str) -> str:
-    """A command's message, as the runner's ``escapeData`` does it."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A command's message, as the runner's ``escapeData`` does it; other control characters (an ANSI
+    escape in a file name) are shown escaped (:func:`castfind.names.shown`)."""
+    return shown(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from xml.etree import ElementTree as ET
 
+from castfind.names import shown
 from castfind.report import ReportContext, ScanReport, display_path
 from castfind.types import Finding
 
@@ -29,11 +30,11 @@ def _clean(text: str) -> str:
 def _details(f: Finding, where: str) -> str:
     lines = [f"{where}:{f.line}:{f.column}: {f.rule} {f.severity} {f.message}", f"expression: {f.expr}"]
     if f.function:
-        lines.append(f"function: {f.function}")
+        lines.append(f"function: {shown(f.function)}")
     if f.hot_path:
-        lines.append("hot path: " + " → ".join(f.hot_path))
+        lines.append("hot path: " + " → ".join(map(shown, f.hot_path)))  # module names: file names
     if f.provenance:
-        lines.append("provenance: " + " → ".join(f.provenance))
+        lines.append("provenance: " + " → ".join(map(shown, f.provenance)))
     if f.runtime is not None:
         rt = f.runtime
         lines.append(f"measured: {rt.calls} call(s) × {rt.bytes_per_call} B = {rt.bytes_total} B")
@@ -43,10 +44,10 @@ def _details(f: Finding, where: str) -> str:
 
 
 def _testcase(f: Finding) -> ET.Element:
-    where = display_path(f.root, f.path)
+    where = shown(display_path(f.root, f.path))
     case = ET.Element("testcase", {
         "name": _clean(f"{f.rule} {where}:{f.line}"),
-        "classname": _clean(f.module or where.removesuffix(".py").replace("/", ".")),
+        "classname": _clean(shown(f.module) or where.removesuffix(".py").replace("/", ".")),
         "time": "0",
     })
     failure = ET.SubElement(case, "failure", {"type": f.rule, "message": _clean(f.message)})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from castfind.names import shown
 from castfind.report import ReportContext, ScanReport, display_path
 from castfind.report.text import format_bytes, summary
 from castfind.types import Finding
@@ -32,18 +33,18 @@ _CAST_SHOWN = 80  # characters of the cast expression shown in its node
 
 def mermaid_label(text: str) -> str:
     """``text`` as a quoted Mermaid node label: ``"..."`` with its special characters as entities."""
-    flat = " ".join(text.split())
+    flat = shown(" ".join(text.split()))
     return '"' + _MERMAID_SPECIAL.sub(lambda m: MERMAID_ENTITY[m.group(0)], flat) + '"'
 
 
 def table_text(text: str) -> str:
     """Plain text for a table cell: one line, Markdown punctuation and ``|`` backslash-escaped."""
-    return _MD_PUNCT.sub(r"\\\1", " ".join(text.split()))
+    return _MD_PUNCT.sub(r"\\\1", shown(" ".join(text.split())))
 
 
 def code_span(text: str) -> str:
     """``text`` as an inline code span that is safe in a table cell."""
-    flat = " ".join(text.split()).replace("|", "\\|")
+    flat = shown(" ".join(text.split())).replace("|", "\\|")
     if not flat:
         return ""
     run = max((len(m) for m in re.findall(r"`+", flat)), default=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from castfind.findings import exit_code
+from castfind.names import shown
 
 if TYPE_CHECKING:
     from castfind.pipeline import ScanRun
@@ -22,10 +23,10 @@ def scan_output(run: ScanRun) -> tuple[list[str], list[str], int]:
     report = run.report
     tail = []
     if run.wrote_baseline:
-        tail.append(f"castfind: wrote {len(report.findings)} finding(s) to {run.wrote_baseline}")
+        tail.append(f"castfind: wrote {len(report.findings)} finding(s) to {shown(str(run.wrote_baseline))}")
     unsupported = [d for d in report.diagnostics if d.kind == "unsupported"]
     if unsupported:
         tail.append(f"castfind: {len(unsupported)} file(s) Python accepts could not be analysed "
-                    f"(first: {unsupported[0].path}); findings there may be missing — exit 2")
+                    f"(first: {shown(unsupported[0].path)}); findings there may be missing — exit 2")
         return head, tail, 2
     return head, tail, exit_code(report.findings, run.fail_on)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from castfind.names import shown
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
 from castfind.types import Cost, CostCheck, Finding, Runtime
 
@@ -90,27 +91,28 @@ def format_check(k: CostCheck) -> str:
 def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: bool = False) -> list[str]:
     """The lines of one finding's block, without a trailing blank line."""
     severity = _paint(f.severity, _BOLD + _SEVERITY_COLOUR.get(f.severity, ""), color)
-    head = f"{_paint(f'{f.path}:{f.line}:{f.column}:', _BOLD, color)} {f.rule} {severity} {f.message}"
+    head = f"{_paint(shown(f'{f.path}:{f.line}:{f.column}:'), _BOLD, color)} {f.rule} {severity} {shown(f.message)}"
     if f.cost is not None and f.cost.value is not None:
         head += f" [{format_bytes(f.cost.value)}/step]"
     lines = [head]
+    details: list[str] = []
     if source_line is not None:
         src = source_line(f.root, f.path, f.line)
         if src is not None and src.strip():
-            lines.append(_INDENT + _paint(src.strip(), _DIM, color))
+            lines.append(_INDENT + _paint(shown(src.strip()), _DIM, color))
     if f.hot_path:
-        lines.append(f"{_INDENT}hot path: {' → '.join(f.hot_path)}")
+        details.append(f"hot path: {' → '.join(f.hot_path)}")
     if f.provenance:
-        lines.append(f"{_INDENT}provenance: {' → '.join(f.provenance)}")
+        details.append(f"provenance: {' → '.join(f.provenance)}")
     if f.cost is not None:
-        lines.append(f"{_INDENT}cost: {format_cost(f.cost)}")
+        details.append(f"cost: {format_cost(f.cost)}")
     if f.runtime is not None:
-        lines.append(f"{_INDENT}runtime: {format_runtime(f.runtime)}")
+        details.append(f"runtime: {format_runtime(f.runtime)}")
     if f.cost is not None and f.cost.check is not None:
-        lines.append(f"{_INDENT}static vs measured: {format_check(f.cost.check)}")
+        details.append(f"static vs measured: {format_check(f.cost.check)}")
     if f.fix:
-        lines.append(f"{_INDENT}fix: {f.fix}")
-    return lines
+        details.append(f"fix: {f.fix}")
+    return lines + [_INDENT + shown(d) for d in details]
 
 
 def summary(report: ScanReport) -> str:
@@ -152,7 +154,7 @@ def _fixed_lines(report: ScanReport) -> Iterable[str]:
     for e in report.fixed:
         where = f"{e.path} {e.function}" if e.function else e.path
         times = f" ×{e.count}" if e.count > 1 else ""
-        yield f"{_INDENT}{e.rule} {where}: {e.expr}{times}"
+        yield f"{_INDENT}{e.rule} {shown(where)}: {shown(e.expr)}{times}"
 
 
 def format_statistics(stats: Statistics) -> list[str]:
@@ -162,7 +164,7 @@ def format_statistics(stats: Statistics) -> list[str]:
     out = [f"{'count':>6}  {'rule':<6} {'severity':<8} name"]
     out += [f"{r.count:>6}  {r.rule:<6} {r.severity:<8} {r.name}" for r in stats.rules]
     out += ["", f"{'count':>6}  top files"]
-    out += [f"{n:>6}  {path}" for path, n in stats.files]
+    out += [f"{n:>6}  {shown(path)}" for path, n in stats.files]
     return out
 
 

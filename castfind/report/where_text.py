@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from castfind.names import shown
 from castfind.where_answer import WhereResult
 
 
@@ -17,7 +18,7 @@ def where_output(res: WhereResult, json_out: bool) -> tuple[list[str], str, list
     line = describe_packages(res.packages)
     head = [f"castfind: {line}"] if line is not None else []
     out = json.dumps(res.to_dict(), indent=2, allow_nan=False) + "\n" if json_out else render_where(res)
-    tail = [f"castfind: {d}" for d in res.diagnostics]
+    tail = [f"castfind: {d}" for d in res.diagnostics]  # Diagnostic.__str__ escapes
     if res.definitions or res.unresolved:
         return head, out, tail, 0
     if json_out and res.suggestions:
@@ -33,7 +34,7 @@ def render_where(res: WhereResult) -> str:
         out.append(f"{res.symbol}: not found")
         if res.suggestions:
             out.append(f"  did you mean: {', '.join(res.suggestions)}?")
-        return "\n".join(out) + "\n"
+        return "".join(shown(line) + "\n" for line in out)
     for d in res.definitions:
         out.append(f"{d.path}:{d.line}  {d.qualname}  ({d.kind})  [{d.root}]")
         if d.dynamic:
@@ -47,4 +48,4 @@ def render_where(res: WhereResult) -> str:
     out.append(f"call sites ({len(res.call_sites)}):")
     for c in res.call_sites:
         out.append(f"  {c.path}:{c.line}" + ("  (test)" if c.test else ""))
-    return "\n".join(out) + "\n"
+    return "".join(shown(line) + "\n" for line in out)  # one line each, whatever a file is called

@@ -119,8 +119,21 @@ def record_command(
     except OSError as exc:  # the trace could not be written; the program itself already ran
         typer.echo(f"castfind: {output}:0: cannot write trace ({exc.strerror or exc}) — check the folder", err=True)
         raise typer.Exit(2) from exc
-    sys.stdout.flush()
+    _flush_stdout()
     raise typer.Exit(code)
+
+
+def _flush_stdout() -> None:
+    """Flush what the program printed, if it left a usable ``sys.stdout``: one it closed or replaced
+    (``None``, a closed file, a closed descriptor 1) must not turn its exit code into castfind's 2."""
+    try:
+        sys.stdout.flush()
+        if not sys.stdout.closed:
+            return
+    except Exception:  # noqa: BLE001 - whatever the program left there
+        pass
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit, as sys.stdout does
+
 
 
 def _run_program(program: Program) -> int:

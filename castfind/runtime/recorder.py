@@ -13,6 +13,12 @@ but never writes, so it cannot overwrite the parent's trace when it unwinds; its
 are not recorded. (Children started by spawn or forkserver are fresh interpreters that
 the recorder does not reach at all.)
 
+Threads: casts made in threads the program starts inside the block (``threading.Thread``, its
+subclasses, ``ThreadPoolExecutor`` workers) are recorded: a ``threading.setprofile`` hook enters
+the dispatch mode, whose stack is per thread, as each new thread starts, then hands the thread
+back to the program's own profile hook. Threads already running when the block starts (and
+threads made without :mod:`threading`) are not reached.
+
 What it cannot see: kernels replayed from a CUDA graph and code compiled by
 ``torch.compile`` never pass through Python dispatch. Record a capture-free, eager run.
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,16 +53,18 @@ class _Recording:
         self.counts: dict[tuple[Any, ...], list[int]] = {}  # key -> [calls, bytes, last_step, steps_seen]
         self.step = 0
         self.devices: set[str] = set()
+        self.lock = threading.Lock()  # casts may come from several threads
 
     def add(self, key: tuple[Any, ...], nbytes: int) -> None:
-        entry = self.counts.get(key)
-        if entry is None:
-            self.counts[key] = [1, nbytes, self.step, 1]
-            return
-        entry[0] += 1
-        if entry[2] != self.step:
-            entry[2] = self.step
-            entry[3] += 1
+        with self.lock:
+            entry = self.counts.get(key)
+            if entry is None:
+                self.counts[key] = [1, nbytes, self.step, 1]
+                return
+            entry[0] += 1
+            if entry[2] != self.step:
+                entry[2] = self.step
+                entry[3] += 1
 
     def sites(self) -> list[TraceSite]:
         stepped = self.step > 0
@@ -93,13 +102,32 @@ def record(path: str | os.PathLike[str]) -> Iterator[None]:
     owner = os.getpid()
     started = time.perf_counter()
     _active = mode.recording
+    previous_hook = threading.getprofile()
+    threading.setprofile(_thread_hook(mode.recording, previous_hook))
     try:
         with mode:
             yield
     finally:
+        threading.setprofile(previous_hook)
         _active = None
         if os.getpid() == owner:
             _write(path, torch, mode.recording, time.perf_counter() - started)
+
+
+def _thread_hook(recording: _Recording, previous: Any) -> Any:
+    """The ``threading.setprofile`` hook: its first call, in a new thread before ``run``, enters a
+    dispatch mode counting into ``recording`` in that thread, and puts ``previous`` (the program's
+    own hook, usually none) in its place."""
+
+    def enter(frame: FrameType, event: str, arg: Any) -> Any:
+        sys.setprofile(previous)
+        if _active is recording:  # the block may have ended since the thread was made
+            _mode_class()(recording).__enter__()
+        if previous is not None:
+            return previous(frame, event, arg)
+        return None
+
+    return enter
 
 
 def _write(path: str, torch: Any, recording: _Recording, wall_s: float) -> None:
