@@ -233,8 +233,8 @@ class _Walk:
         if target.startswith(os.path.join(top, "")):
             return True
         rel = link[len(os.path.join(top, "")):].replace(os.sep, "/")
-        self.notes.append(Diagnostic(shown(rel), 0, f"a symlink to {shown(target)}, outside the root: file skipped "
-                                                    "(pass that folder as a root to scan it)", "read-error"))
+        self.notes.append(Diagnostic(shown(rel), 0, f"a symlink to {shown(target)} outside the root, file "
+                                                    "skipped (pass that folder as a root to scan it)", "read-error"))
         return False
 
     def root(self, root: str, base: Path) -> list[SourceFile]:
