@@ -253,7 +253,7 @@ def scan(o: Any) -> None:
 
     Example: castfind scan /root/sglang --trace decode.castfind.jsonl
     """
-    from castfind import api
+    from castfind import api, pipeline
     from castfind.config import ConfigError
     from castfind.discover import DiscoveryError
     from castfind.findings import BaselineError
@@ -306,16 +306,18 @@ def scan(o: Any) -> None:
     except ImportError:
         pass
     try:
-        run = api.scan(list(o.paths or []), roots=list(o.root or []), only=o.only, rules=list(o.rules or []),
-                       entry_points=list(o.entry_point or []), fail_on=o.fail_on, baseline=o.baseline,
-                       write_baseline=o.write_baseline, traces=list(o.trace or []), demand=not o.eager,
-                       explain=explain_at is not None, stops=o.stops, exclude=tuple(o.exclude or ()),
-                       warn_unused_ignores=o.warn_unused_ignores, baseline_commit=o.baseline_commit,
-                       include_tests=o.include_tests, sets=sets, model_config=o.model_config, kv_tokens=o.kv_tokens,
-                       kv_cache_dtype=o.kv_cache_dtype, cache_dir=o.cache_dir,
-                       outputs=_output_targets(reporter, o.output, outputs),
-                       use_cache=not o.no_cache, jobs=n_jobs, max_file_size=_size(o.max_file_size),
-                       progress=_progress("parsing"))
+        request = pipeline.ScanRequest(
+            paths=tuple(o.paths or ()), roots=tuple(o.root or ()), only=o.only, rules=tuple(o.rules or ()),
+            entry_points=tuple(o.entry_point or ()), fail_on=o.fail_on, baseline=o.baseline,
+            write_baseline=o.write_baseline, traces=tuple(o.trace or ()), demand=not o.eager,
+            explain=explain_at is not None, stops=o.stops, exclude=tuple(o.exclude or ()),
+            warn_unused_ignores=o.warn_unused_ignores, baseline_commit=o.baseline_commit,
+            include_tests=o.include_tests,
+            index=pipeline.IndexOptions(cache_dir=o.cache_dir, use_cache=not o.no_cache, jobs=n_jobs,
+                                        max_file_size=_size(o.max_file_size), progress=_progress("parsing")),
+            cost=pipeline.CostRequest(tuple(sets), o.model_config, o.kv_tokens, o.kv_cache_dtype),
+            outputs=tuple(_output_targets(reporter, o.output, outputs)))
+        run = api.scan(request)
     except errors as e:
         _fail(f"{e}")
     head, tail, code = scan_output(run)
