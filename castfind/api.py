@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from castfind import pipeline
-from castfind.config import load_config
+from castfind.config import report_exclude_for
 from castfind.heap import survivors_frozen
 from castfind.pipeline import ScanRun, open_index
 from castfind.where import DEFAULT_PARSE_BUDGET, WhereResult
@@ -27,8 +26,7 @@ def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
     named in an ``unresolved`` entry). Raises ConfigError.
     """
     if report_exclude is None:
-        first = Path(roots[0]) if roots else Path(".")
-        report_exclude = load_config(first if first.is_dir() else first.parent).report_exclude
+        report_exclude = report_exclude_for(roots)
     index_options.setdefault("follow_installed", True)
     index = open_index(roots, **index_options)
     try:

@@ -20,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from castfind import __version__, options
+from castfind.crash import debug, internal_error
 from castfind.options import Option
 
 # click's ClickException (usage errors and the like), whether typer vendors click or imports it.
@@ -28,25 +29,9 @@ _USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.
 _COMMAND_KEY = "castfind.command"
 
 
-def _debug() -> bool:
-    return os.environ.get("CASTFIND_DEBUG", "") not in ("", "0")
-
-
-def _internal_error(command: str, exc: BaseException) -> NoReturn:
-    """An unexpected exception under ``command``: one line on stderr (the traceback too with
-    ``CASTFIND_DEBUG=1``), exit 2. Never 1, which means "findings"."""
-    if _debug():
-        traceback.print_exception(exc)
-    detail = " ".join(str(exc).split())
-    what = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    hint = "" if _debug() else " (set CASTFIND_DEBUG=1 for the traceback)"
-    typer.echo(f"castfind: internal error in {command}: {what}{hint}", err=True)
-    raise typer.Exit(2)
-
-
 class _Group(TyperGroup):
     """A command group that records which command runs and turns any exception that is not
-    click's own control flow (usage errors, ``typer.Exit``) into :func:`_internal_error`.
+    click's own control flow (usage errors, ``typer.Exit``) into :func:`castfind.crash.internal_error`.
 
     Subcommand names collect in ``ctx.meta`` (shared by a context and its children), so a
     nested group using this class reports ``rules list``, not just ``rules``.
@@ -93,7 +78,7 @@ class _Group(TyperGroup):
             typer.echo("castfind: interrupted", err=True)
             raise typer.Exit(130) from None
         except Exception as exc:
-            _internal_error(" ".join(ctx.meta.get(_COMMAND_KEY, [])) or "castfind", exc)
+            raise typer.Exit(internal_error(" ".join(ctx.meta.get(_COMMAND_KEY, [])) or "castfind", exc)) from None
 
 
 app = typer.Typer(
@@ -568,7 +553,7 @@ def _runtime_unavailable(name: str, exc: Exception, stage: str) -> Callable[[], 
     why = " ".join(f"{type(exc).__name__}: {exc}".split())
 
     def unavailable() -> None:
-        if _debug():
+        if debug():
             traceback.print_exception(exc)
         shows = "the import traceback" if stage == "import" else "the traceback"
         _fail(f"{name}: unavailable, castfind.runtime.cli failed to {stage} ({why}) — reinstall castfind; "
@@ -614,7 +599,4 @@ def main() -> None:
         sys.stderr.write("castfind: interrupted\n")
         sys.exit(130)
     except Exception as exc:
-        try:
-            _internal_error("castfind", exc)
-        except typer.Exit as done:
-            sys.exit(done.exit_code)
+        sys.exit(internal_error("castfind", exc))

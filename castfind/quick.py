@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -101,7 +100,7 @@ def _answer(args: list[str]) -> Printed | None:
 
 def _where(parsed: SimpleNamespace) -> Printed | None:
     from castfind.cache import Cache, default_cache_dir
-    from castfind.config import ConfigError, load_config
+    from castfind.config import ConfigError, report_exclude_for
     from castfind.discover import DiscoveryError, check_root
     from castfind.fsutil import OutputPathError, ensure_folder
     from castfind.index import Index
@@ -110,8 +109,7 @@ def _where(parsed: SimpleNamespace) -> Printed | None:
 
     roots = list(parsed.root)
     try:
-        first = Path(roots[0]) if roots else Path(".")
-        report_exclude = load_config(first if first.is_dir() else first.parent).report_exclude
+        report_exclude = report_exclude_for(roots)
         folder = ensure_folder(parsed.cache_dir or default_cache_dir(), "")
     except (ConfigError, OutputPathError, OSError):
         return None
