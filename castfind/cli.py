@@ -7,17 +7,21 @@ or (``scan``) a file Python accepts that castfind could not analyse; also 2 for 
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
 import traceback
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
-from castfind import __version__
+from castfind import __version__, options
+from castfind.crash import debug, internal_error
+from castfind.options import Option
 
 # click's ClickException (usage errors and the like), whether typer vendors click or imports it.
 _CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -25,25 +29,9 @@ _USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.
 _COMMAND_KEY = "castfind.command"
 
 
-def _debug() -> bool:
-    return os.environ.get("CASTFIND_DEBUG", "") not in ("", "0")
-
-
-def _internal_error(command: str, exc: BaseException) -> NoReturn:
-    """An unexpected exception under ``command``: one line on stderr (the traceback too with
-    ``CASTFIND_DEBUG=1``), exit 2. Never 1, which means "findings"."""
-    if _debug():
-        traceback.print_exception(exc)
-    detail = " ".join(str(exc).split())
-    what = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    hint = "" if _debug() else " (set CASTFIND_DEBUG=1 for the traceback)"
-    typer.echo(f"castfind: internal error in {command}: {what}{hint}", err=True)
-    raise typer.Exit(2)
-
-
 class _Group(TyperGroup):
     """A command group that records which command runs and turns any exception that is not
-    click's own control flow (usage errors, ``typer.Exit``) into :func:`_internal_error`.
+    click's own control flow (usage errors, ``typer.Exit``) into :func:`castfind.crash.internal_error`.
 
     Subcommand names collect in ``ctx.meta`` (shared by a context and its children), so a
     nested group using this class reports ``rules list``, not just ``rules``.
@@ -90,7 +78,7 @@ class _Group(TyperGroup):
             typer.echo("castfind: interrupted", err=True)
             raise typer.Exit(130) from None
         except Exception as exc:
-            _internal_error(" ".join(ctx.meta.get(_COMMAND_KEY, [])) or "castfind", exc)
+            raise typer.Exit(internal_error(" ".join(ctx.meta.get(_COMMAND_KEY, [])) or "castfind", exc)) from None
 
 
 app = typer.Typer(
@@ -152,13 +140,30 @@ def _os_error(exc: OSError, path: str, hint: str) -> str:
     return f"{exc.filename or path}: {exc.strerror or exc} — {hint}"
 
 
-RootOpt = typer.Option(None, "--root", "-r", help="A source root (repeatable). Default: the current folder.")
-CacheDirOpt = typer.Option(None, "--cache-dir", help="Facts cache folder. Default: $XDG_CACHE_HOME/castfind.")
-NoCacheOpt = typer.Option(False, "--no-cache", help="Neither read nor write the facts cache.")
-JobsOpt = typer.Option(0, "--jobs", "-j", help="Parallel parser processes. Default: the number of cores.")
-ExcludeOpt = typer.Option(None, "--exclude", help="Glob of paths to skip (repeatable), e.g. 'test/*'.")
-MaxSizeOpt = typer.Option("2M", "--max-file-size", metavar="SIZE",
-                          help="Skip (with a diagnostic) .py files larger than this: bytes, or with K or M, e.g. 500K.")
+def _typer_parameter(option: Option) -> Any:
+    """``option`` as typer's default-value declaration (``typer.Option(...)`` or ``typer.Argument(...)``)."""
+    if option.argument:
+        return typer.Argument(option.default, help=option.help)
+    return typer.Option(option.default, *option.flags, help=option.help, metavar=option.metavar, min=option.min)
+
+
+def declared(declaration: tuple[Option, ...]) -> Callable[[Callable[[Any], None]], Callable[..., None]]:
+    """A command whose parameters are ``declaration`` (:mod:`castfind.options`): typer reads the generated
+    signature; the body is called with the parsed values as one namespace (``o.root``, ``o.jobs``, ...)."""
+
+    def wrap(body: Callable[[Any], None]) -> Callable[..., None]:
+        def command(**given: Any) -> None:
+            body(SimpleNamespace(**given))
+
+        params = [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=_typer_parameter(o),
+                                    annotation=o.type) for o in declaration]
+        command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {**{o.name: o.type for o in declaration}, "return": None}
+        command.__name__, command.__qualname__, command.__doc__ = body.__name__, body.__qualname__, body.__doc__
+        command.__module__ = body.__module__
+        return command
+
+    return wrap
 
 
 def _budget(text: str) -> int | None:
@@ -184,22 +189,8 @@ def _size(text: str) -> int:
 
 
 @app.command()
-def where(
-    symbol: str = typer.Argument(..., help="A name (flashinfer_cutlass_fused_moe), dotted path (pkg.mod.func) or Class.method."),
-    root: list[str] | None = RootOpt,
-    at: str | None = typer.Option(None, "--at", help="PATH:LINE — resolve the name as Python sees it at that line."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON: symbol, definitions (with chains), call_sites, unresolved."),
-    follow_installed: bool = typer.Option(True, "--follow-installed/--no-follow-installed",
-                                          help="Follow imports into installed packages outside the roots (found without importing them)."),
-    cache_dir: str | None = CacheDirOpt,
-    no_cache: bool = NoCacheOpt,
-    jobs: int = JobsOpt,
-    exclude: list[str] | None = ExcludeOpt,
-    max_file_size: str = MaxSizeOpt,
-    parse_budget: str = typer.Option("512K", "--parse-budget", metavar="SIZE",
-                                     help="Parse at most this much uncached source to find aliases and call sites "
-                                          "(0: no limit); files left unsearched are listed under unresolved."),
-) -> None:
+@declared(options.WHERE)
+def where(o: Any) -> None:
     """Where is SYMBOL really defined? Follows aliases, re-exports, star imports and returned callables.
 
     Exit 0 when found, 1 when nothing is found (close names are suggested), 2 on usage errors.
@@ -212,23 +203,23 @@ def where(
     from castfind.fsutil import OutputPathError
     from castfind.where import WhereError
 
-    n_jobs = _jobs(jobs)
+    n_jobs = _jobs(o.jobs)
     at_loc = None
-    if at:
-        path, _, line = at.rpartition(":")
+    if o.at:
+        path, _, line = o.at.rpartition(":")
         if not path or not line.isdigit():
-            _fail(f"--at {at}: expected PATH:LINE, e.g. --at python/sglang/srt/x.py:120")
+            _fail(f"--at {o.at}: expected PATH:LINE, e.g. --at python/sglang/srt/x.py:120")
         at_loc = (path, int(line))
     try:
-        res = api.where(symbol, list(root or []), at_loc, exclude=tuple(exclude or ()), cache_dir=cache_dir,
-                        use_cache=not no_cache, jobs=n_jobs, follow_installed=follow_installed,
-                        max_file_size=_size(max_file_size), progress=_progress("parsing"),
-                        budget=_budget(parse_budget))
+        res = api.where(o.symbol, list(o.root or []), at_loc, exclude=tuple(o.exclude or ()), cache_dir=o.cache_dir,
+                        use_cache=not o.no_cache, jobs=n_jobs, follow_installed=o.follow_installed,
+                        max_file_size=_size(o.max_file_size), progress=_progress("parsing"),
+                        budget=_budget(o.parse_budget))
     except (DiscoveryError, WhereError, OutputPathError, ConfigError) as e:
         _fail(str(e))
     from castfind.report.where_text import where_output
 
-    head, out, tail, code = where_output(res, json_out)
+    head, out, tail, code = where_output(res, o.json_out)
     for line in head:
         typer.echo(line, err=True)
     typer.echo(out, nl=False)
@@ -239,70 +230,15 @@ def where(
 
 
 @app.command()
-def scan(
-    paths: list[str] | None = typer.Argument(
-        None, help="Roots to scan (default: the current folder); with --only, the files to report on."),
-    root: list[str] | None = RootOpt,
-    only: bool = typer.Option(False, "--only", help="Report only on the PATHS given (pre-commit's staged files); index the whole root."),
-    rules: list[str] | None = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable), added to the defaults."),
-    entry_point: list[str] | None = typer.Option(None, "--entry-point", help="Extra entry-point pattern, e.g. '*.forward_batch'."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON: findings, diagnostics, stats."),
-    output_format: str | None = typer.Option(None, "--format", metavar="FORMAT",
-                                             help="Output format: text (default), json, sarif, github, gitlab, junit or "
-                                                  "markdown."),
-    output: str | None = typer.Option(None, "--output", "-o", metavar="FILE",
-                                      help="Write the --format document to FILE instead of stdout."),
-    sarif: str | None = typer.Option(None, "--sarif", "--sarif-output", metavar="FILE",
-                                     help="Also write SARIF 2.1.0 to this file ('-' for stdout)."),
-    json_output: str | None = typer.Option(None, "--json-output", metavar="FILE", help="Also write the JSON report to FILE."),
-    github_output: str | None = typer.Option(None, "--github-output", metavar="FILE",
-                                             help="Also write GitHub workflow commands to FILE."),
-    gitlab_output: str | None = typer.Option(None, "--gitlab-output", metavar="FILE",
-                                             help="Also write a GitLab Code Quality report to FILE."),
-    junit_output: str | None = typer.Option(None, "--junit-output", metavar="FILE", help="Also write JUnit XML to FILE."),
-    markdown_output: str | None = typer.Option(None, "--markdown-output", metavar="FILE",
-                                               help="Also write the Markdown report (tables, hot-path charts) to FILE."),
-    statistics: bool = typer.Option(False, "--statistics",
-                                    help="Counts per rule and severity and the top files (text: instead of the findings; "
-                                         "JSON: stats.statistics)."),
-    warn_unused_ignores: bool = typer.Option(True, "--warn-unused-ignores/--no-warn-unused-ignores",
-                                             help="Report '# castfind: ignore' comments that suppress nothing (CF001)."),
-    baseline_commit: str | None = typer.Option(None, "--baseline-commit", "--diff", metavar="REF",
-                                               help="Report only findings that are new relative to the git tree at REF."),
-    fail_on: str | None = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above: error (default), warning, info."),
-    baseline: str | None = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file."),
-    write_baseline: str | None = typer.Option(None, "--write-baseline", help="Record the current findings in this baseline file."),
-    trace: list[str] | None = typer.Option(None, "--trace", help="A runtime trace (.castfind.jsonl) to join (repeatable)."),
-    explain: str | None = typer.Option(None, "--explain", metavar="PATH:LINE[:COL]",
-                                       help="Say why each cast on that line (or the one at COL) was or was not flagged."),
-    stops: bool = typer.Option(False, "--stops", help="Print where the proofs stopped: casts of buffer-like operands "
-                               "per stop reason, with the top files (JSON with --json); exit 0."),
-    include_tests: bool = typer.Option(False, "--include-tests",
-                                       help="Report findings in tests, benchmarks, examples and docs too (by default they are "
-                                            "indexed but not reported: [tool.castfind] report-exclude)."),
-    eager: bool = typer.Option(False, "--eager", help="Parse every file instead of only those that can matter (slower; same findings)."),
-    color: bool = typer.Option(False, "--color", help="Colour the text output."),
-    set_: list[str] | None = typer.Option(None, "--set", metavar="NAME=VALUE",
-                                          help="Bind a name of the cost formulas (repeatable), e.g. --set layer_num=61."),
-    model_config: str | None = typer.Option(None, "--model-config", metavar="FILE",
-                                            help="A Hugging Face config.json whose fields bind the cost formulas' names."),
-    kv_tokens: int | None = typer.Option(None, "--kv-tokens", metavar="N", min=1,
-                                         help="KV-cache slots (the pools' size) for the cost formulas."),
-    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", metavar="DTYPE",
-                                              help="SGLang's --kv-cache-dtype (auto, bf16, fp8_e4m3, fp8_e5m2, ...)."),
-    cache_dir: str | None = CacheDirOpt,
-    no_cache: bool = NoCacheOpt,
-    jobs: int = JobsOpt,
-    exclude: list[str] | None = ExcludeOpt,
-    max_file_size: str = MaxSizeOpt,
-) -> None:
+@declared(options.SCAN)
+def scan(o: Any) -> None:
     """Flag whole-buffer dtype casts (KV caches, whole weights) on hot paths, ranked by how bad they are.
 
     Exit 0 when no finding is at or above --fail-on, 1 when one is, 2 on usage or input errors.
 
     Example: castfind scan /root/sglang --trace decode.castfind.jsonl
     """
-    from castfind import api
+    from castfind import api, pipeline
     from castfind.config import ConfigError
     from castfind.discover import DiscoveryError
     from castfind.findings import BaselineError
@@ -312,38 +248,38 @@ def scan(
     from castfind.report.scan_text import scan_output
     from castfind.rules import RuleError
 
-    if fail_on is not None and fail_on not in ("error", "warning", "info"):
-        _fail(f"--fail-on {fail_on}: expected error, warning or info")
-    n_jobs = _jobs(jobs)
-    if json_out and output_format not in (None, "json"):
-        _fail(f"--json --format {output_format}: --json is --format json — give one of them")
-    if stops and explain:
+    if o.fail_on is not None and o.fail_on not in ("error", "warning", "info"):
+        _fail(f"--fail-on {o.fail_on}: expected error, warning or info")
+    n_jobs = _jobs(o.jobs)
+    if o.json_out and o.output_format not in (None, "json"):
+        _fail(f"--json --format {o.output_format}: --json is --format json — give one of them")
+    if o.stops and o.explain:
         _fail("--stops --explain: each prints its own account of the scan — give one of them")
-    if stops and (sarif or output_format not in (None, "json", "text")):
-        given = f"--sarif {sarif}" if sarif else f"--format {output_format}"
+    if o.stops and (o.sarif or o.output_format not in (None, "json", "text")):
+        given = f"--sarif {o.sarif}" if o.sarif else f"--format {o.output_format}"
         _fail(f"--stops {given}: the stop table is text or JSON — drop {given.split()[0]} or use --json")
-    if sarif == "-" and output is None and (json_out or output_format is not None):
-        given = "--json" if json_out else "--format"
-        _fail(f"--sarif - {given}{'' if json_out else f' {output_format}'}: only one document can go to stdout — "
+    if o.sarif == "-" and o.output is None and (o.json_out or o.output_format is not None):
+        given = "--json" if o.json_out else "--format"
+        _fail(f"--sarif - {given}{'' if o.json_out else f' {o.output_format}'}: only one document can go to stdout — "
               f"write the SARIF to a file (--sarif FILE) or drop {given}")
-    extra = {"sarif": sarif, "json": json_output, "github": github_output, "gitlab": gitlab_output,
-             "junit": junit_output, "markdown": markdown_output}
+    extra = {"sarif": o.sarif, "json": o.json_output, "github": o.github_output, "gitlab": o.gitlab_output,
+             "junit": o.junit_output, "markdown": o.markdown_output}
     outputs = [(name, path) for name, path in extra.items() if path is not None]
-    if (stops or explain) and (output is not None or any(name != "sarif" for name, _ in outputs)):
-        given = "--output" if output is not None else next(f"--{name}-output" for name, _ in outputs if name != "sarif")
-        _fail(f"{'--stops' if stops else '--explain'} {given}: it prints its own account of the scan, not a report — "
+    if (o.stops or o.explain) and (o.output is not None or any(name != "sarif" for name, _ in outputs)):
+        given = "--output" if o.output is not None else next(f"--{name}-output" for name, _ in outputs if name != "sarif")
+        _fail(f"{'--stops' if o.stops else '--explain'} {given}: it prints its own account of the scan, not a report — "
               f"drop {given}")
     try:
-        reporter = registry.get(output_format or ("json" if json_out else registry.DEFAULT_FORMAT))
+        reporter = registry.get(o.output_format or ("json" if o.json_out else registry.DEFAULT_FORMAT))
     except registry.UnknownFormat as e:
         _fail(str(e))
-    _check_outputs(output, outputs)
-    sets = [_set_spec(s) for s in set_ or []]
+    _check_outputs(o.output, outputs)
+    sets = [_set_spec(s) for s in o.set_ or []]
     explain_at = None
-    if explain:
-        explain_at = _explain_spec(explain)
+    if o.explain:
+        explain_at = _explain_spec(o.explain)
         p = explain_at[0]
-        given_roots = list(root or []) or ([] if only else list(paths or []))
+        given_roots = list(o.root or []) or ([] if o.only else list(o.paths or []))
         if given_roots:  # else the roots come from [tool.castfind]: checked after the scan
             _check_explain_file(p, given_roots)
     errors: tuple[type[BaseException], ...] = (RuleError, ConfigError, BaselineError, DiscoveryError, OutputPathError,
@@ -355,16 +291,18 @@ def scan(
     except ImportError:
         pass
     try:
-        run = api.scan(list(paths or []), roots=list(root or []), only=only, rules=list(rules or []),
-                       entry_points=list(entry_point or []), fail_on=fail_on, baseline=baseline,
-                       write_baseline=write_baseline, traces=list(trace or []), demand=not eager,
-                       explain=explain_at is not None, stops=stops, exclude=tuple(exclude or ()),
-                       warn_unused_ignores=warn_unused_ignores, baseline_commit=baseline_commit,
-                       include_tests=include_tests, sets=sets, model_config=model_config, kv_tokens=kv_tokens,
-                       kv_cache_dtype=kv_cache_dtype, cache_dir=cache_dir,
-                       outputs=_output_targets(reporter, output, outputs),
-                       use_cache=not no_cache, jobs=n_jobs, max_file_size=_size(max_file_size),
-                       progress=_progress("parsing"))
+        request = pipeline.ScanRequest(
+            paths=tuple(o.paths or ()), roots=tuple(o.root or ()), only=o.only, rules=tuple(o.rules or ()),
+            entry_points=tuple(o.entry_point or ()), fail_on=o.fail_on, baseline=o.baseline,
+            write_baseline=o.write_baseline, traces=tuple(o.trace or ()), demand=not o.eager,
+            explain=explain_at is not None, stops=o.stops, exclude=tuple(o.exclude or ()),
+            warn_unused_ignores=o.warn_unused_ignores, baseline_commit=o.baseline_commit,
+            include_tests=o.include_tests,
+            index=pipeline.IndexOptions(cache_dir=o.cache_dir, use_cache=not o.no_cache, jobs=n_jobs,
+                                        max_file_size=_size(o.max_file_size), progress=_progress("parsing")),
+            cost=pipeline.CostRequest(tuple(sets), o.model_config, o.kv_tokens, o.kv_cache_dtype),
+            outputs=tuple(_output_targets(reporter, o.output, outputs)))
+        run = api.scan(request)
     except errors as e:
         _fail(f"{e}")
     head, tail, code = scan_output(run)
@@ -375,13 +313,13 @@ def scan(
         _check_explain_file(explain_at[0], [str(r) for r in report.stats.get("roots", [])])
         _print_explanation(run, explain_at)
         raise typer.Exit(0)
-    if stops and run.stops is not None:
-        if json_out or output_format == "json":
+    if o.stops and run.stops is not None:
+        if o.json_out or o.output_format == "json":
             typer.echo(json.dumps(run.stops.to_dict(), indent=2, allow_nan=False))
         else:
             _print_stops(run.stops)
         raise typer.Exit(0)
-    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=color, statistics=statistics)
+    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=o.color, statistics=o.statistics)
     for name, path in outputs:
         extra_reporter = registry.get(name)
         doc = extra_reporter.render(report, ctx)
@@ -389,9 +327,9 @@ def scan(
             typer.echo(doc + extra_reporter.stdout_end, nl=False)
         else:
             _write(path, doc, f"--{name}-output")
-    if output is not None:
-        _write(output, reporter.render(report, ctx), "--output")
-    elif sarif != "-":  # else SARIF is the document on stdout
+    if o.output is not None:
+        _write(o.output, reporter.render(report, ctx), "--output")
+    elif o.sarif != "-":  # else SARIF is the document on stdout
         typer.echo(reporter.render(report, ctx) + reporter.stdout_end, nl=False)
     for line in tail:
         typer.echo(line, err=True)
@@ -615,7 +553,7 @@ def _runtime_unavailable(name: str, exc: Exception, stage: str) -> Callable[[], 
     why = " ".join(f"{type(exc).__name__}: {exc}".split())
 
     def unavailable() -> None:
-        if _debug():
+        if debug():
             traceback.print_exception(exc)
         shows = "the import traceback" if stage == "import" else "the traceback"
         _fail(f"{name}: unavailable, castfind.runtime.cli failed to {stage} ({why}) — reinstall castfind; "
@@ -661,7 +599,4 @@ def main() -> None:
         sys.stderr.write("castfind: interrupted\n")
         sys.exit(130)
     except Exception as exc:
-        try:
-            _internal_error("castfind", exc)
-        except typer.Exit as done:
-            sys.exit(done.exit_code)
+        sys.exit(internal_error("castfind", exc))

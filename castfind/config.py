@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -204,6 +204,13 @@ def load_config(root: str | Path) -> Config:
     if problems:
         raise problems[0]
     return config
+
+
+def report_exclude_for(roots: Sequence[str]) -> tuple[str, ...]:
+    """``[tool.castfind] report-exclude`` as ``where`` reads it: from the first root's folder (a file's
+    folder), the current folder without roots. Raises ConfigError."""
+    first = Path(roots[0]) if roots else Path(".")
+    return load_config(first if first.is_dir() else first.parent).report_exclude
 
 
 _FIELDS = {f.name for f in fields(Config)} - {"source", "report_exclude"}

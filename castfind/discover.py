@@ -88,6 +88,14 @@ def parse_size(text: str) -> int | None:
     return int(digits) * scale
 
 
+def size_text(size: int) -> str:
+    """A byte count as ``--max-file-size`` writes it: ``2M``, ``500K`` or plain bytes (:func:`parse_size`'s inverse)."""
+    for unit, scale in (("M", 1024 * 1024), ("K", 1024)):
+        if size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
 def discover(roots: list[str], exclude: tuple[str, ...] = (), *, max_size: int = DEFAULT_MAX_FILE_SIZE,
              skipped: list[Diagnostic] | None = None, listings: Mapping[str, Listing] | None = None,
              listed: dict[str, Listing] | None = None, stats: dict[str, FileStat] | None = None) -> list[SourceFile]:

@@ -21,7 +21,7 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,12 +105,29 @@ class ScanRequest:
     #: checked in :func:`plan` as ``write_baseline`` is (:func:`castfind.fsutil.check_output_target`).
     outputs: tuple[tuple[str, str, str, Owns | None], ...] = ()
 
+    @classmethod
+    def of(cls, paths: Sequence[str] = (), **options: Any) -> ScanRequest:
+        """The request for ``paths`` from flat keywords: this record's fields and those of
+        :class:`IndexOptions` and :class:`CostRequest`, by name (lists become tuples); TypeError for
+        any other keyword. What :func:`castfind.api.scan` takes besides a request."""
+        groups: dict[str, Any] = {"index": IndexOptions, "cost": CostRequest}
+        own = {f.name for f in fields(cls)} - {"paths", *groups}
+        given: dict[str, dict[str, Any]] = {"": {}, **{g: {} for g in groups}}
+        for key, value in options.items():
+            group = next((g for g, record in groups.items() if key in {f.name for f in fields(record)}), "")
+            if not group and key not in own:
+                raise TypeError(f"unknown scan option {key!r}")
+            given[group][key] = tuple(value) if isinstance(value, list) else value
+        return cls(paths=tuple(paths), index=IndexOptions(**given["index"]), cost=CostRequest(**given["cost"]),
+                   **given[""])
+
 
 @dataclass(frozen=True)
 class ScanPlan:
     """Everything settled before parsing: the merged configuration, the roots actually scanned,
     the rule set, the opened index and the carried results (``memo``, under ``memo_key``).
 
+    ``request`` is the scan as asked for (what to explain, the traces, the baseline to write, ...);
     ``only`` holds the absolute paths to report on (``None``: every file). ``report_exclude``: the
     scope patterns whose findings post sets aside and whose calls the engine does not count as callers
     (empty with ``--include-tests``; part of ``memo_key``); ``packages``: the
@@ -121,23 +138,16 @@ class ScanPlan:
     roots: tuple[str, ...]
     ruleset: RuleSet
     index: Index
+    request: ScanRequest
     only: frozenset[str] | None = None
-    demand: bool = True
-    explain: bool = False
-    stops: bool = False
-    traces: tuple[str, ...] = ()
-    write_baseline: str | None = None
     memo: Memo | None = None
     memo_key: str | None = None
     #: The outcome of an earlier run of this configuration on this very tree (``run`` returns it).
     carried: RunOutput | None = None
     #: The carried results as loaded (before this run), for the scan at ``--baseline-commit`` (not decoded twice).
     memo_seed: dict[str, Any] | None = field(default=None, repr=False, compare=False)
-    warn_unused_ignores: bool = True
     #: ``--baseline-commit``: each root's repository and the commit REF names (checked in :func:`plan`).
     baseline_commit: tuple[RootAtRef, ...] = ()
-    baseline_ref: str | None = None
-    index_options: IndexOptions = field(default_factory=IndexOptions)
     report_exclude: tuple[str, ...] = ()
     packages: tuple[Package, ...] = ()
     #: The names cost formulas are evaluated over (settled in :func:`plan`: a bad config file fails early).
@@ -268,12 +278,9 @@ def plan(request: ScanRequest) -> ScanPlan:
             memo_seed = carried.loads(index.cache.get_memo(memo_key))
             memo = carried.Memo(index, memo_seed)
     return ScanPlan(
-        config=cfg, roots=roots, ruleset=ruleset, index=index,
+        config=cfg, roots=roots, ruleset=ruleset, index=index, request=request,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
-        demand=request.demand, explain=request.explain, stops=request.stops, traces=request.traces,
-        write_baseline=request.write_baseline, memo=memo, memo_key=memo_key, memo_seed=memo_seed, carried=carried_out,
-        warn_unused_ignores=request.warn_unused_ignores, baseline_commit=at_ref, baseline_ref=request.baseline_commit,
-        index_options=opts,
+        memo=memo, memo_key=memo_key, memo_seed=memo_seed, carried=carried_out, baseline_commit=at_ref,
         report_exclude=report_exclude,
         packages=package_roots(index.files, tuple(cfg.report_exclude)), bindings=bound,
     )
@@ -397,8 +404,8 @@ def run(scan_plan: ScanPlan) -> RunOutput:
     from castfind.scan import scan  # PERF: the engine (and networkx) only when the outcome is not carried
 
     only = set(scan_plan.only) if scan_plan.only is not None else None
-    out = RunOutput.of(scan(scan_plan.index, scan_plan.ruleset, demand=scan_plan.demand, only=only,
-                            explain=scan_plan.explain, stops=scan_plan.stops, memo=scan_plan.memo,
+    out = RunOutput.of(scan(scan_plan.index, scan_plan.ruleset, demand=scan_plan.request.demand, only=only,
+                            explain=scan_plan.request.explain, stops=scan_plan.request.stops, memo=scan_plan.memo,
                             report_exclude=scan_plan.report_exclude))
     return replace(out, stats={**out.stats, "outcome": "computed"})
 
@@ -418,7 +425,7 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
 
     if memo.dirty and not scan_plan.index.raced:  # a file edited during the run: nothing carried
         cache.put_memo(key, carried.dumps(memo.snapshot()))
-    if out is not None and not (scan_plan.only is not None or scan_plan.stops or scan_plan.index.follow_installed):
+    if out is not None and not (scan_plan.only is not None or scan_plan.request.stops or scan_plan.index.follow_installed):
         _store_outcome(scan_plan, out, _outcome_key(key))
 
 
@@ -446,10 +453,10 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     asks for one (then no baseline is applied: what was just recorded would hide everything).
     Raises TraceError or BaselineError.
     """
-    found = _join_traces(list(out.findings), out.modules, scan_plan.traces, scan_plan.roots)
+    found = _join_traces(list(out.findings), out.modules, scan_plan.request.traces, scan_plan.roots)
     sup = fnd.filter_suppressed(found, SourceCache().lines)
     kept = list(sup.kept)
-    if scan_plan.warn_unused_ignores:
+    if scan_plan.request.warn_unused_ignores:
         kept += _unused_suppressions(scan_plan, sup.used)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
     kept, cost_diags = _costs(scan_plan, kept)
@@ -459,12 +466,12 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     if cache is not None:
         diags += [Diagnostic(str(cache.path), 0, n, "cache") for n in cache.notices]
     wrote = None
-    if scan_plan.write_baseline:
-        fnd.write_baseline(scan_plan.write_baseline, kept)
-        wrote = scan_plan.write_baseline
+    if scan_plan.request.write_baseline:
+        fnd.write_baseline(scan_plan.request.write_baseline, kept)
+        wrote = scan_plan.request.write_baseline
     fixed: tuple[fnd.BaselineEntry, ...] = ()
     hidden = 0
-    if scan_plan.config.baseline is not None and not scan_plan.write_baseline:
+    if scan_plan.config.baseline is not None and not scan_plan.request.write_baseline:
         outcome = fnd.apply_baseline(kept, fnd.load_baseline(scan_plan.config.baseline))
         kept, hidden, fixed = list(outcome.kept), outcome.hidden, tuple(outcome.fixed)
     stats = dict(out.stats, suppressed=sup.suppressed, baseline_hidden=hidden, out_of_scope=out_of_scope,
@@ -472,11 +479,11 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     if known is not None:
         outcome = fnd.apply_baseline(kept, fnd.Baseline(fnd.baseline_entries(known)))
         kept = list(outcome.kept)
-        stats["baseline_commit"] = {"ref": scan_plan.baseline_ref,
+        stats["baseline_commit"] = {"ref": scan_plan.request.baseline_commit,
                                     "commits": sorted({at.commit for at in scan_plan.baseline_commit}),
                                     "hidden": outcome.hidden, "fixed": sum(e.count for e in outcome.fixed)}
     report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
-    return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.warn_unused_ignores),
+    return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.request.warn_unused_ignores),
                    out.explanations, wrote, out.stops, scan_plan.packages)
 
 
@@ -650,7 +657,7 @@ def findings_at_ref(scan_plan: ScanPlan) -> tuple[Finding, ...]:
 
 def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, ...]:
     """The plan's scan over ``roots`` (REF's tree): its findings after suppression and CF001."""
-    opts = scan_plan.index_options
+    opts = scan_plan.request.index
     index = open_index(list(roots), exclude=tuple(scan_plan.config.exclude), cache_dir=opts.cache_dir,
                        use_cache=opts.use_cache, jobs=opts.jobs, follow_installed=opts.follow_installed,
                        max_file_size=opts.max_file_size)
@@ -659,7 +666,7 @@ def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, 
         from castfind import memo as carried
 
         # REF's tree has its own outcome slot: a warm run against the same REF carries both trees.
-        if not scan_plan.index_options.follow_installed:
+        if not scan_plan.request.index.follow_installed:
             slot = _outcome_key(scan_plan.memo_key, "ref")
             carried_out = _carried_outcome(index, slot)
         if carried_out is None:
@@ -668,8 +675,9 @@ def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, 
                 seed = carried.loads(index.cache.get_memo(scan_plan.memo_key))
             memo = carried.Memo(index, seed)  # not saved: the carried steps stay the work tree's
     config = replace(scan_plan.config, roots=tuple(Path(r) for r in roots), baseline=None)
-    at_ref = replace(scan_plan, config=config, roots=roots, index=index, only=None, explain=False, stops=False,
-                     traces=(), write_baseline=None, memo=memo, baseline_commit=(), carried=carried_out)
+    request = replace(scan_plan.request, explain=False, stops=False, traces=(), write_baseline=None)
+    at_ref = replace(scan_plan, config=config, roots=roots, index=index, request=request, only=None, memo=memo,
+                     baseline_commit=(), carried=carried_out)
     out = run(at_ref)
     if carried_out is None and slot is not None:
         _store_outcome(at_ref, out, slot)

@@ -19,53 +19,45 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+from castfind import options
 from castfind.discover import parse_size
 
-#: Options taking a value, by spelling → field of :class:`_Args`.
-_VALUED = {"--root": "roots", "-r": "roots", "--exclude": "exclude", "--cache-dir": "cache_dir",
-           "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size"}
 #: What a run prints: stderr's lines before stdout's text, the text, stderr's lines after it, the exit code.
 Printed = tuple[list[str], str, list[str], int]
 
 
-@dataclass(frozen=True, slots=True)
-class _Args:
-    command: str
-    operands: tuple[str, ...]  # where: the symbol; scan: the paths
-    roots: tuple[str, ...]
-    exclude: tuple[str, ...]
-    cache_dir: str | None
-    jobs: int
-    max_file_size: int
-    json_out: bool
-    follow_installed: bool = True
+def _parse(args: list[str]) -> SimpleNamespace | None:
+    """``where SYMBOL [options]`` or ``scan [PATH ...] [options]`` with only the options that
+    :data:`castfind.options.WHERE` and :data:`~castfind.options.SCAN` mark ``quick`` (spelled as declared:
+    a flag alone, ``--opt VALUE``, ``--opt=VALUE`` or ``-r VALUE``); None for anything else.
 
-
-def _parse(args: list[str]) -> _Args | None:
-    """``where SYMBOL [options]`` or ``scan [PATH ...] [options]`` with only ``--json``, (``where``)
-    ``--[no-]follow-installed`` and the options of :data:`_VALUED` (as ``--opt VALUE``, ``--opt=VALUE``
-    or ``-r VALUE``); None for anything else."""
+    The result has the command, its operands and each quick option's value by its declared name,
+    the declared default when not given (``jobs`` and ``max_file_size`` as numbers, lists as tuples)."""
     if not args or args[0] not in ("where", "scan"):
         return None
     command = args[0]
+    readable = options.quick_options(options.WHERE if command == "where" else options.SCAN)
+    operand = next(o for o in readable if o.argument)
+    spellings = {s: (o, v) for o in readable if not o.argument for s, v in options.flag_spellings(o).items()}
+    given: dict[str, Any] = {o.name: () if o.repeatable else o.default for o in readable if not o.argument}
     operands: list[str] = []
-    got: dict[str, list[str]] = {"roots": [], "exclude": [], "cache_dir": [], "jobs": [], "max_file_size": []}
-    json_out, follow = False, True
     i = 1
     while i < len(args):
         a = args[i]
-        if a == "--json":
-            json_out = True
-        elif a in ("--follow-installed", "--no-follow-installed") and command == "where":
-            follow = a == "--follow-installed"
-        elif a.startswith("-"):
+        if a.startswith("-"):
             name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
-            field = _VALUED.get(name)
-            if field is None:
+            option, sets = spellings.get(name, (None, None))
+            if option is None:
                 return None
+            if sets is not None:  # a flag: exactly as spelled, never with a value
+                if eq:
+                    return None
+                given[option.name] = sets
+                i += 1
+                continue
             if not eq:
                 i += 1
                 if i >= len(args):
@@ -73,18 +65,17 @@ def _parse(args: list[str]) -> _Args | None:
                 value = args[i]
             if value.startswith("-"):
                 return None  # click's reading of such a value is not ours to guess
-            got[field].append(value)
-        elif command == "scan" or not operands:
+            given[option.name] = (*given[option.name], value) if option.repeatable else value
+        elif operand.repeatable or not operands:
             operands.append(a)
         else:
             return None
         i += 1
-    jobs = got["jobs"][-1] if got["jobs"] else "0"
-    size = parse_size(got["max_file_size"][-1]) if got["max_file_size"] else 2 * 1024 * 1024
-    if (command == "where" and not operands) or not (jobs.isascii() and jobs.isdigit()) or size is None:
+    jobs, size = str(given["jobs"]), parse_size(given["max_file_size"])
+    if (operand.default is ... and not operands) or not (jobs.isascii() and jobs.isdigit()) or size is None:
         return None
-    return _Args(command, tuple(operands), tuple(got["roots"]), tuple(got["exclude"]),
-                 got["cache_dir"][-1] if got["cache_dir"] else None, int(jobs), size, json_out, follow)
+    return SimpleNamespace(**{**given, "jobs": int(jobs), "max_file_size": size}, command=command,
+                           operands=tuple(operands))
 
 
 def carried_where(args: list[str]) -> int | None:
@@ -107,19 +98,18 @@ def _answer(args: list[str]) -> Printed | None:
     return _where(parsed) if parsed.command == "where" else _scan(parsed)
 
 
-def _where(parsed: _Args) -> Printed | None:
+def _where(parsed: SimpleNamespace) -> Printed | None:
     from castfind.cache import Cache, default_cache_dir
-    from castfind.config import ConfigError, load_config
+    from castfind.config import ConfigError, report_exclude_for
     from castfind.discover import DiscoveryError, check_root
     from castfind.fsutil import OutputPathError, ensure_folder
     from castfind.index import Index
     from castfind.report.where_text import where_output
     from castfind.where_answer import WhereError, carried_answer
 
-    roots = list(parsed.roots)
+    roots = list(parsed.root)
     try:
-        first = Path(roots[0]) if roots else Path(".")
-        report_exclude = load_config(first if first.is_dir() else first.parent).report_exclude
+        report_exclude = report_exclude_for(roots)
         folder = ensure_folder(parsed.cache_dir or default_cache_dir(), "")
     except (ConfigError, OutputPathError, OSError):
         return None
@@ -143,13 +133,13 @@ def _where(parsed: _Args) -> Printed | None:
     return where_output(res, parsed.json_out)
 
 
-def _scan(parsed: _Args) -> Printed | None:
+def _scan(parsed: SimpleNamespace) -> Printed | None:
     from castfind import api, pipeline
     from castfind.report import ReportContext, SourceCache, registry
     from castfind.report.scan_text import scan_output
 
     request = pipeline.ScanRequest(
-        paths=parsed.operands, roots=parsed.roots, exclude=parsed.exclude,
+        paths=parsed.operands, roots=parsed.root, exclude=parsed.exclude,
         index=pipeline.IndexOptions(cache_dir=parsed.cache_dir, jobs=parsed.jobs or None,
                                     max_file_size=parsed.max_file_size))
     run = api.carried_scan(request)

@@ -429,12 +429,12 @@ def test_an_unexpected_error_is_exit_2_and_one_line(tmp_path, monkeypatch, targe
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
     command = " ".join(argv[:2]) if argv[0] == "trace" else "record"
-    assert line == (f"castfind: {command}: unexpected RuntimeError: boom \\x1b[31mred — "
-                    "rerun with CASTFIND_DEBUG=1 for the traceback and report it")  # fmt: skip
+    assert line == (f"castfind: internal error in {command}: RuntimeError: boom \\x1b[31mred "
+                    "(set CASTFIND_DEBUG=1 for the traceback)")  # fmt: skip
     monkeypatch.setenv("CASTFIND_DEBUG", "1")
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and "Traceback (most recent call last)" in result.output
-    assert result.output.strip().splitlines()[-1] == line
+    assert result.output.strip().splitlines()[-1] == line.removesuffix(" (set CASTFIND_DEBUG=1 for the traceback)")
 
 
 def test_an_unexpected_error_in_a_real_process_is_exit_2(tmp_path):
@@ -451,5 +451,5 @@ def test_an_unexpected_error_in_a_real_process_is_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(trace)], capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.strip().splitlines() == [
-        "castfind: trace show: unexpected KeyError: 'no' — rerun with CASTFIND_DEBUG=1 for the traceback and report it"
+        "castfind: internal error in trace show: KeyError: 'no' (set CASTFIND_DEBUG=1 for the traceback)"
     ]

@@ -4,7 +4,7 @@ Only this module prints or picks exit codes for the runtime side; the library mo
 return data or raise :class:`~castfind.runtime.trace.TraceError` (or, for ``record``'s
 command line, :class:`~castfind.runtime.program.ProgramError`), shown here as one line
 (``castfind: PATH:LINE: reason — what to do``) with exit code 2. Any other exception in
-these commands is also one line and exit 2; ``CASTFIND_DEBUG=1`` adds the traceback.
+these commands is castfind's one internal-error line (:func:`castfind.crash.internal_error`), exit 2.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 import typer
 
+from castfind.crash import internal_error
 from castfind.runtime.program import (
     Program,
     ProgramError,
@@ -32,7 +33,6 @@ from castfind.runtime.program import (
 )
 from castfind.runtime.trace import (
     TraceError,
-    clean_text,
     format_bytes,
     owns_trace,
     read_trace,
@@ -43,7 +43,6 @@ from castfind.runtime.trace import (
 from castfind.types import TraceSite
 
 _NO_TORCH = "castfind record: torch is not installed; pip install 'castfind[runtime]'"
-DEBUG_ENV = "CASTFIND_DEBUG"
 
 
 def register(app: typer.Typer) -> None:
@@ -59,10 +58,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _guarded(name: str, command: Callable[..., None]) -> Callable[..., None]:
-    """``command`` with any unexpected exception shown as one line and exit 2, never click's exit 1.
-
-    The traceback goes to stderr first when ``CASTFIND_DEBUG=1``. Exits, usage errors,
-    Ctrl-C and ``SystemExit`` pass through unchanged.
+    """``command`` with any unexpected exception reported by :func:`castfind.crash.internal_error` under
+    ``name`` (exit 2, never click's 1). Exits, usage errors, Ctrl-C and ``SystemExit`` pass through unchanged.
     """
 
     @functools.wraps(command)
@@ -72,11 +69,7 @@ def _guarded(name: str, command: Callable[..., None]) -> Callable[..., None]:
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except Exception as exc:
-            if os.environ.get(DEBUG_ENV) == "1":
-                traceback.print_exc()
-            what = f"unexpected {type(exc).__name__}: {clean_text(str(exc))}"
-            typer.echo(f"castfind: {name}: {what} — rerun with {DEBUG_ENV}=1 for the traceback and report it", err=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(internal_error(name, exc)) from None
 
     return run
 
