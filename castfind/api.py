@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from castfind import pipeline
-from castfind.config import report_exclude_for
-from castfind.heap import survivors_frozen
+from castfind.core.config import report_exclude_for
+from castfind.core.heap import survivors_frozen
 from castfind.pipeline import ScanRun, open_index
-from castfind.where import DEFAULT_PARSE_BUDGET, WhereResult
-from castfind.where import where as _where
+from castfind.where.lookup import DEFAULT_PARSE_BUDGET, WhereResult
+from castfind.where.lookup import where as _where
 
 __all__ = ["ScanRun", "open_index", "scan", "where"]
 
@@ -70,7 +70,7 @@ def carried_scan(request: pipeline.ScanRequest) -> ScanRun | None:
 
 def _scan(scan_plan: pipeline.ScanPlan) -> ScanRun:
     explain, stops = scan_plan.request.explain, scan_plan.request.stops
-    with survivors_frozen():  # PERF: full collections walk only what is new (castfind.heap)
+    with survivors_frozen():  # PERF: full collections walk only what is new (castfind.core.heap)
         out = pipeline.run(scan_plan)
         pipeline.save_memo(scan_plan, out)
         at_ref = scan_plan.baseline_commit and not (explain or stops)  # those print no findings

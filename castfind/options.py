@@ -4,7 +4,7 @@ Each option's parameter name, flags, type, default and help are written here and
 :mod:`castfind.cli` generates the typer parameters of ``scan`` and ``where`` from :data:`SCAN` and
 :data:`WHERE` (:func:`castfind.cli.command`), and :mod:`castfind.quick` reads the options marked
 ``quick`` with the same flags and defaults, without importing typer (the reason this module imports
-nothing heavier than :mod:`castfind.discover`). Anchored on LibCST's ``CodemodCommand.add_args``: a
+nothing heavier than :mod:`castfind.store.discover`). Anchored on LibCST's ``CodemodCommand.add_args``: a
 command declares its arguments once, and the parser is built from that declaration.
 
 The options are what a person types; :class:`castfind.pipeline.ScanRequest` is what the library is
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from castfind.discover import DEFAULT_MAX_FILE_SIZE, size_text
+from castfind.store.discover import DEFAULT_MAX_FILE_SIZE, size_text
 
 __all__ = ["SCAN", "WHERE", "Option", "flag_spellings", "quick_options"]
 
@@ -95,7 +95,7 @@ WHERE: tuple[Option, ...] = (
     Option("follow_installed", ("--follow-installed/--no-follow-installed",), bool, True,
            "Follow imports into installed packages outside the roots (found without importing them).", quick=True),
     *INDEX,
-    # castfind.where_answer.DEFAULT_PARSE_BUDGET, as text (a test holds them equal; importing it here
+    # castfind.where.answer.DEFAULT_PARSE_BUDGET, as text (a test holds them equal; importing it here
     # would cost the quick path the index and the memo).
     Option("parse_budget", ("--parse-budget",), str, "512K",
            "Parse at most this much uncached source to find aliases and call sites "

@@ -6,7 +6,7 @@ parameter through a pydantic ``TypeAdapter``): a third of a second and more, sev
 carried answer costs. :func:`main` (what ``python -m castfind`` and the ``castfind`` script run)
 first tries the carried result: for a ``where`` or a ``scan`` whose arguments it reads with
 certainty (a strict subset of the command's options) and whose answer is carried
-(:func:`castfind.where.where`: the same query on the same tree and the same installed packages;
+(:func:`castfind.where.lookup.where`: the same query on the same tree and the same installed packages;
 :func:`castfind.api.carried_scan`: the same configuration on the same tree), it prints exactly what
 :mod:`castfind.cli` prints and returns its exit code. Anything else — another command, an option it
 does not know, a value it is unsure of, no cache, a cache notice, a result that is not carried —
@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from castfind import options
-from castfind.discover import parse_size
+from castfind.store.discover import parse_size
 
 #: What a run prints: stderr's lines before stdout's text, the text, stderr's lines after it, the exit code.
 Printed = tuple[list[str], str, list[str], int]
@@ -99,13 +99,13 @@ def _answer(args: list[str]) -> Printed | None:
 
 
 def _where(parsed: SimpleNamespace) -> Printed | None:
-    from castfind.cache import Cache, default_cache_dir
-    from castfind.config import ConfigError, report_exclude_for
-    from castfind.discover import DiscoveryError, check_root
-    from castfind.fsutil import OutputPathError, ensure_folder
-    from castfind.index import Index
+    from castfind.core.config import ConfigError, report_exclude_for
+    from castfind.core.fsutil import OutputPathError, ensure_folder
     from castfind.report.where_text import where_output
-    from castfind.where_answer import WhereError, carried_answer
+    from castfind.store.cache import Cache, default_cache_dir
+    from castfind.store.discover import DiscoveryError, check_root
+    from castfind.store.index import Index
+    from castfind.where.answer import WhereError, carried_answer
 
     roots = list(parsed.root)
     try:

@@ -74,20 +74,20 @@ def test_the_module_table_matches_the_code_and_imports_point_to_lower_layers() -
 
 
 def test_the_check_catches_an_upward_import_a_missing_module_and_a_stale_row() -> None:
-    layers = {"castfind.index": 5, "castfind.memo": 3, "castfind.gone": 1}
-    imports = {"castfind.index": {"castfind.memo"}, "castfind.memo": {"castfind.index"}, "castfind.new": set()}
+    layers = {"castfind.store.index": 5, "castfind.store.memo": 3, "castfind.gone": 1}
+    imports = {"castfind.store.index": {"castfind.store.memo"}, "castfind.store.memo": {"castfind.store.index"}, "castfind.new": set()}
     problems = check(layers, imports)
-    assert "castfind.memo (layer 3) imports castfind.index (layer 5): imports must point to a lower layer" in problems
+    assert "castfind.store.memo (layer 3) imports castfind.store.index (layer 5): imports must point to a lower layer" in problems
     assert "castfind.new is not in ARCHITECTURE.md's module table" in problems
     assert "ARCHITECTURE.md lists castfind.gone, which does not exist" in problems
-    assert not any(p.startswith("castfind.index (layer 5)") for p in problems)
+    assert not any(p.startswith("castfind.store.index (layer 5)") for p in problems)
 
 
 def test_type_checking_imports_do_not_count(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
-    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from castfind.index import Index\n"
-                   "def f():\n    from castfind import scan\n")
-    assert runtime_imports(src, {"castfind.index", "castfind.scan"}) == {"castfind.scan"}
+    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from castfind.store.index import Index\n"
+                   "def f():\n    from castfind.analysis import scan\n")
+    assert runtime_imports(src, {"castfind.store.index", "castfind.analysis.scan"}) == {"castfind.analysis.scan"}
 
 
 @pytest.mark.parametrize("doc", ["README.md", "ARCHITECTURE.md"])
@@ -100,3 +100,45 @@ def test_no_source_cites_a_document_outside_the_repository() -> None:
     cited = [str(p.relative_to(REPO)) for p in sorted((REPO / "castfind").rglob("*.py"))
              if re.search(r"DESIGN\b|\.\./shared|DESIGN\.md", p.read_text(encoding="utf-8"))]
     assert cited == []
+
+
+_WING_ROW = re.compile(r"^\|\s*`castfind/(?:([a-z_]+)/)?`(?: \(the app\))?\s*\|\s*(\d+)\s*\|")
+
+
+def documented_wings(text: str) -> dict[str, int]:
+    """The wing table: wing name (``app`` for the modules directly in ``castfind/``) → its rank."""
+    return {m.group(1) or "app": int(m.group(2)) for line in text.splitlines() if (m := _WING_ROW.match(line))}
+
+
+def wing_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (REPO / "castfind" / parts[1]).is_dir() else "app"
+
+
+def wing_problems(wings: dict[str, int], imports: dict[str, set[str]]) -> list[str]:
+    problems = [f"{m} is in wing {wing_of(m)!r}, which the wing table does not list"
+                for m in sorted(imports) if wing_of(m) not in wings]
+    for mod, targets in sorted(imports.items()):
+        for t in sorted(targets):
+            a, b = wing_of(mod), wing_of(t)
+            if a != b and a in wings and b in wings and wings[b] >= wings[a]:
+                problems.append(f"{mod} (wing {a}, rank {wings[a]}) imports {t} (wing {b}, rank {wings[b]}): "
+                                "a wing imports only lower wings")
+    return problems
+
+
+def test_every_module_is_in_a_listed_wing_and_wings_import_only_lower_wings() -> None:
+    wings = documented_wings((REPO / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    assert set(wings) == {"core", "read", "runtime", "store", "analysis", "where", "report", "app"}
+    folders = {p.name for p in (REPO / "castfind").iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert folders == set(wings) - {"app"}  # every wing is a folder, every folder a wing
+    assert wing_problems(wings, real_imports()) == []
+
+
+def test_the_wing_check_catches_an_upward_import() -> None:
+    wings = {"core": 0, "store": 2, "app": 6}
+    imports = {"castfind.core.types": {"castfind.store.index"}, "castfind.store.index": {"castfind.core.types"},
+               "castfind.cli": {"castfind.store.index"}}
+    assert wing_problems(wings, imports) == [
+        "castfind.core.types (wing core, rank 0) imports castfind.store.index (wing store, rank 2): "
+        "a wing imports only lower wings"]

@@ -11,8 +11,8 @@ import typer
 from typer.testing import CliRunner
 
 from castfind import cli, options, quick
-from castfind.discover import DEFAULT_MAX_FILE_SIZE, parse_size
-from castfind.where_answer import DEFAULT_PARSE_BUDGET
+from castfind.store.discover import DEFAULT_MAX_FILE_SIZE, parse_size
+from castfind.where.answer import DEFAULT_PARSE_BUDGET
 
 COMMANDS = {"scan": options.SCAN, "where": options.WHERE}
 

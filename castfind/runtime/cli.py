@@ -4,7 +4,7 @@ Only this module prints or picks exit codes for the runtime side; the library mo
 return data or raise :class:`~castfind.runtime.trace.TraceError` (or, for ``record``'s
 command line, :class:`~castfind.runtime.program.ProgramError`), shown here as one line
 (``castfind: PATH:LINE: reason — what to do``) with exit code 2. Any other exception in
-these commands is castfind's one internal-error line (:func:`castfind.crash.internal_error`), exit 2.
+these commands is castfind's one internal-error line (:func:`castfind.core.crash.internal_error`), exit 2.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 
 import typer
 
-from castfind.crash import internal_error
+from castfind.core.crash import internal_error
+from castfind.core.types import TraceSite
 from castfind.runtime.program import (
     Program,
     ProgramError,
@@ -40,7 +41,6 @@ from castfind.runtime.trace import (
     total_bytes,
     write_trace,
 )
-from castfind.types import TraceSite
 
 _NO_TORCH = "castfind record: torch is not installed; pip install 'castfind[runtime]'"
 
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _guarded(name: str, command: Callable[..., None]) -> Callable[..., None]:
-    """``command`` with any unexpected exception reported by :func:`castfind.crash.internal_error` under
+    """``command`` with any unexpected exception reported by :func:`castfind.core.crash.internal_error` under
     ``name`` (exit 2, never click's 1). Exits, usage errors, Ctrl-C and ``SystemExit`` pass through unchanged.
     """
 
@@ -215,9 +215,9 @@ def import_command(
 
 
 def _check_trace_output(output: Path, inputs: list[Any]) -> None:
-    """``-o``: the output check every castfind output goes through (:func:`castfind.fsutil.check_output_target`):
+    """``-o``: the output check every castfind output goes through (:func:`castfind.core.fsutil.check_output_target`):
     not an input of the run, and an existing file there must be a castfind trace (or empty)."""
-    from castfind.fsutil import OutputPathError, Protected, check_output_target
+    from castfind.core.fsutil import OutputPathError, Protected, check_output_target
 
     try:
         check_output_target(output, "-o", "castfind trace", owns_trace, Protected.of(inputs))
