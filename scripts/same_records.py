@@ -24,10 +24,12 @@ REPO = Path(__file__).resolve().parent.parent
 _TIMING = {"seconds", "parsed", "loaded", "hashed", "outcome", "cache"}
 
 
-def _scan(tree: Path, roots: list[str], extra: list[str]) -> dict:
+def _scan(tree: Path, roots: list[str], extra: list[str], cwd: Path) -> dict:
+    """One revision's answer, run from ``cwd`` (the same neutral folder for both: it holds no castfind, so the
+    revision's own tree, on PYTHONPATH, is the castfind imported, workers included; paths read alike)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     r = subprocess.run([sys.executable, "-m", "castfind", "scan", *roots, "--json", "--no-cache", "-j", "2", *extra],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
+                       cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
     if r.returncode not in (0, 1):
         raise SystemExit(f"same_records: castfind in {tree} exited {r.returncode}: {r.stderr.strip()[-400:]}")
     return json.loads(r.stdout)
@@ -47,7 +49,10 @@ def main() -> int:
     ap.add_argument("--roots", nargs="+", default=[".corpus/sglang", ".corpus/flashinfer"])
     ap.add_argument("--out", default=None, help="folder for the documents when they differ")
     ns = ap.parse_args()
+    roots = [os.path.abspath(r) for r in ns.roots]
     with tempfile.TemporaryDirectory(prefix="castfind-same-") as tmp:
+        cwd = Path(tmp) / "cwd"
+        cwd.mkdir()
         trees = {}
         for name, rev in (("base", ns.base), ("head", ns.head)):
             if rev is None:
@@ -59,7 +64,7 @@ def main() -> int:
         try:
             differ = 0
             for label, extra in (("findings", []), ("stops", ["--stops"])):
-                docs = {name: _comparable(_scan(tree, ns.roots, extra)) for name, tree in trees.items()}
+                docs = {name: _comparable(_scan(tree, roots, extra, cwd)) for name, tree in trees.items()}
                 same = docs["base"] == docs["head"]
                 n = len(docs["head"].get("findings", docs["head"].get("rows", [])))
                 print(f"{label}: {'same' if same else 'DIFFERENT'} ({n} records; diagnostics: "
