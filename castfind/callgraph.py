@@ -36,7 +36,6 @@ import networkx as nx
 from castfind.discover import SourceFile
 from castfind.facts import CallSite, from_dotted
 from castfind.index import Index
-from castfind.memo import Memo
 from castfind.receivers import Receivers, receiver_of
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
@@ -65,7 +64,7 @@ class CallGraph:
         self._outside: frozenset[str] | None = None  # abspaths outside the report scope, found once
         self.r = resolver
         self.rules = rules
-        self.queries = queries or TextQueries(index, rules, Memo(index))
+        self.queries = queries or TextQueries.fresh(index, rules)
         self.memo = self.queries.memo
         self.receivers = Receivers(resolver)
         self.graph = nx.DiGraph()

@@ -38,6 +38,7 @@ from castfind.index import Index, ProgressFn
 from castfind.report import ScanReport, SourceCache
 from castfind.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleError, RuleSet, load_rules, rule_files
 from castfind.scope import in_scope
+from castfind.textquery import Predicates
 from castfind.types import Diagnostic, Finding
 
 if TYPE_CHECKING:
@@ -266,7 +267,7 @@ def plan(request: ScanRequest) -> ScanPlan:
             carried_out = _carried_outcome(index, _outcome_key(memo_key))
         if carried_out is None:
             memo_seed = carried.loads(index.cache.get_memo(memo_key))
-            memo = carried.Memo(index, memo_seed)
+            memo = carried.Memo(index, Predicates(ruleset), memo_seed)
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
@@ -666,7 +667,7 @@ def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, 
             seed = scan_plan.memo_seed
             if seed is None and scan_plan.carried is not None:  # the work tree's outcome was carried
                 seed = carried.loads(index.cache.get_memo(scan_plan.memo_key))
-            memo = carried.Memo(index, seed)  # not saved: the carried steps stay the work tree's
+            memo = carried.Memo(index, Predicates(scan_plan.ruleset), seed)  # not saved: the carried steps stay the work tree's
     config = replace(scan_plan.config, roots=tuple(Path(r) for r in roots), baseline=None)
     at_ref = replace(scan_plan, config=config, roots=roots, index=index, only=None, explain=False, stops=False,
                      traces=(), write_baseline=None, memo=memo, baseline_commit=(), carried=carried_out)

@@ -39,7 +39,7 @@ from castfind.provenance import Provenance
 from castfind.resolve import Resolver
 from castfind.rules import RuleSet
 from castfind.summaries import MAX_CALLS, Handoff, Summaries
-from castfind.textquery import TextQueries
+from castfind.textquery import Predicates, TextQueries
 from castfind.types import Diagnostic, Finding
 
 
@@ -160,8 +160,8 @@ def _scan(index: Index, rules: RuleSet, demand: bool, only: set[str] | None, exp
     index.read_all()
     files = index.files
     if memo is None or explain or not demand:
-        memo = Memo(index)
-    queries = TextQueries(index, rules, memo)
+        memo = Memo(index, Predicates(rules))
+    queries = TextQueries(index, memo)
     resolver = Resolver(index)
     graph = CallGraph(index, resolver, rules, queries, report_exclude)
     oracle = GetterOracle(index, rules, queries)

@@ -205,7 +205,6 @@ def test_a_file_stopped_at_an_unparsed_callee_goes_on_from_the_stopped_call(monk
     """Index.in_batches asks a file's handoffs again once the callee's file is parsed: the same handoffs as
     with every file parsed up front, and no argument's provenance walked twice."""
     from castfind.callgraph import CallGraph
-    from castfind.memo import Memo
     from castfind.provenance import Provenance
     from castfind.resolve import Resolver
     from castfind.summaries import Summaries
@@ -215,7 +214,7 @@ def test_a_file_stopped_at_an_unparsed_callee_goes_on_from_the_stopped_call(monk
         index = Index(discover([str(FIX)]), jobs=1)
         rules = load_rules()
         resolver = Resolver(index)
-        graph = CallGraph(index, resolver, rules, TextQueries(index, rules, Memo(index)), ())
+        graph = CallGraph(index, resolver, rules, TextQueries.fresh(index, rules), ())
         prov = Provenance(rules, lambda name: None)
         summaries = Summaries(resolver, graph, prov)
         prov.across = summaries
