@@ -89,33 +89,33 @@ def test_the_module_table_matches_the_code_and_imports_point_to_lower_layers() -
 
 
 def test_the_check_catches_an_upward_import_a_missing_module_and_a_stale_row() -> None:
-    layers = {"castfind.index": 5, "castfind.memo": 3, "castfind.gone": 1}
-    imports = {"castfind.index": {"castfind.memo"}, "castfind.memo": {"castfind.index"}, "castfind.new": set()}
+    layers = {"castfind.store.index": 5, "castfind.store.memo": 3, "castfind.gone": 1}
+    imports = {"castfind.store.index": {"castfind.store.memo"}, "castfind.store.memo": {"castfind.store.index"}, "castfind.new": set()}
     problems = check(layers, imports)
-    assert "castfind.memo (layer 3) imports castfind.index (layer 5): imports must point to a lower layer" in problems
+    assert "castfind.store.memo (layer 3) imports castfind.store.index (layer 5): imports must point to a lower layer" in problems
     assert "castfind.new is not in ARCHITECTURE.md's module table" in problems
     assert "ARCHITECTURE.md lists castfind.gone, which does not exist" in problems
-    assert not any(p.startswith("castfind.index (layer 5)") for p in problems)
+    assert not any(p.startswith("castfind.store.index (layer 5)") for p in problems)
 
 
 def test_type_checking_relative_and_function_local_imports_count(tmp_path: Path) -> None:
     src = tmp_path / "text.py"
-    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from castfind.index import Index\n"
+    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from castfind.store.index import Index\n"
                    "from . import registry\nfrom ..memo import Tracker\nfrom .. import words\n"
-                   "from .where_text import where_output\nimport castfind.cache\n"
+                   "from .where_text import where_output\nimport castfind.store.cache\n"
                    "def f():\n    from castfind import scan\n")
-    modules = {"castfind.index", "castfind.scan", "castfind.memo", "castfind.words", "castfind.cache",
+    modules = {"castfind.store.index", "castfind.analysis.scan", "castfind.store.memo", "castfind.store.words", "castfind.store.cache",
                "castfind.report", "castfind.report.registry", "castfind.report.where_text"}
     assert imports(src, "castfind.report.text", modules) == modules - {"castfind.report"}
     init = tmp_path / "__init__.py"
     init.write_text("from .registry import REPORTERS\nfrom ..memo import Tracker\n")
-    assert imports(init, "castfind.report", modules) == {"castfind.report.registry", "castfind.memo"}
+    assert imports(init, "castfind.report", modules) == {"castfind.report.registry", "castfind.store.memo"}
 
 
 def test_a_type_only_import_of_a_higher_layer_is_a_problem() -> None:
-    layers = {"castfind.memo": 3, "castfind.textquery": 7}
-    problems = check(layers, {"castfind.memo": {"castfind.textquery"}, "castfind.textquery": {"castfind.memo"}})
-    assert problems == ["castfind.memo (layer 3) imports castfind.textquery (layer 7): imports must point to a lower layer"]
+    layers = {"castfind.store.memo": 3, "castfind.store.textquery": 7}
+    problems = check(layers, {"castfind.store.memo": {"castfind.store.textquery"}, "castfind.store.textquery": {"castfind.store.memo"}})
+    assert problems == ["castfind.store.memo (layer 3) imports castfind.store.textquery (layer 7): imports must point to a lower layer"]
 
 
 def test_no_module_imports_another_modules_private_names() -> None:
@@ -125,11 +125,11 @@ def test_no_module_imports_another_modules_private_names() -> None:
 
 def test_the_private_name_check_catches_absolute_and_relative_imports(tmp_path: Path) -> None:
     src = tmp_path / "where.py"
-    src.write_text("from castfind.where_answer import WhereResult, _carried\nfrom .memo import _pack_steps, __all__\n"
-                   "from castfind.where import _own\n")
-    assert private_imports(src, "castfind.where") == [
-        "castfind.where imports _carried from castfind.where_answer",
-        "castfind.where imports _pack_steps from castfind.memo"]
+    src.write_text("from castfind.where.answer import WhereResult, _carried\nfrom .memo import _pack_steps, __all__\n"
+                   "from castfind.where.lookup import _own\n")
+    assert private_imports(src, "castfind.where.lookup") == [
+        "castfind.where.lookup imports _carried from castfind.where.answer",
+        "castfind.where.lookup imports _pack_steps from castfind.store.memo"]
 
 
 @pytest.mark.parametrize("doc", ["README.md", "ARCHITECTURE.md"])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from castfind.discover import Package, describe_packages
-from castfind.findings import exit_code
-from castfind.names import shown
+from castfind.analysis.findings import exit_code
+from castfind.core.names import shown
 from castfind.report import ScanReport
+from castfind.store.discover import Package, describe_packages
 
 
 class FinishedScan(Protocol):

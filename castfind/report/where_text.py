@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from castfind.discover import describe_packages
-from castfind.names import shown
-from castfind.where_answer import WhereResult
+from castfind.core.names import shown
+from castfind.store.discover import describe_packages
+from castfind.where.answer import WhereResult
 
 
 def where_output(res: WhereResult, json_out: bool) -> tuple[list[str], str, list[str], int]:
