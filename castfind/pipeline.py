@@ -40,6 +40,7 @@ from castfind.store.cache import Cache, default_cache_dir
 from castfind.store.discover import Package, check_root, package_roots
 from castfind.store.gitref import RootAtRef
 from castfind.store.index import Index, ProgressFn
+from castfind.store.textquery import Predicates
 
 if TYPE_CHECKING:
     from castfind.analysis.checker import Explanation, StopTable
@@ -277,7 +278,7 @@ def plan(request: ScanRequest) -> ScanPlan:
             carried_out = _carried_outcome(index, _outcome_key(memo_key))
         if carried_out is None:
             memo_seed = carried.loads(index.cache.get_memo(memo_key))
-            memo = carried.Memo(index, memo_seed)
+            memo = carried.Memo(index, Predicates(ruleset), memo_seed)
     return ScanPlan(
         config=cfg, roots=roots, ruleset=ruleset, index=index, request=request,
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
@@ -674,7 +675,7 @@ def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, 
             seed = scan_plan.memo_seed
             if seed is None and scan_plan.carried is not None:  # the work tree's outcome was carried
                 seed = carried.loads(index.cache.get_memo(scan_plan.memo_key))
-            memo = carried.Memo(index, seed)  # not saved: the carried steps stay the work tree's
+            memo = carried.Memo(index, Predicates(scan_plan.ruleset), seed)  # not saved: the carried steps stay the work tree's
     config = replace(scan_plan.config, roots=tuple(Path(r) for r in roots), baseline=None)
     request = replace(scan_plan.request, explain=False, stops=False, traces=(), write_baseline=None)
     at_ref = replace(scan_plan, config=config, roots=roots, index=index, request=request, only=None, memo=memo,

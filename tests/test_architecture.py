@@ -1,8 +1,10 @@
 """ARCHITECTURE.md's module table is true: every module is listed, and imports point one way.
 
-A module may import (at run time, function-local imports included) only modules of a lower layer
-than its own; imports under ``if TYPE_CHECKING:`` are annotations and do not count. This keeps the
-pipeline's layers acyclic and tells a newcomer where a new module belongs.
+A module may import only modules of a lower layer than its own. Every import counts: at module
+level or inside a function, absolute or relative, and under ``if TYPE_CHECKING:`` too (a type-only
+import that points up is a cycle the type checker sees, and the first thing to become a run-time
+import). No module imports another's private (``_name``) names. This keeps the pipeline's layers
+acyclic and tells a newcomer where a new module belongs.
 """
 
 from __future__ import annotations
@@ -27,25 +29,38 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def runtime_imports(path: Path, modules: set[str]) -> set[str]:
-    """The castfind modules ``path`` imports outside ``if TYPE_CHECKING:`` blocks."""
-    out: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue
-            if isinstance(child, ast.ImportFrom) and child.level == 0 and (child.module or "").startswith("castfind"):
-                base = child.module or ""
-                for alias in child.names:
-                    full = f"{base}.{alias.name}"
-                    out.add(full if full in modules else base)
-            elif isinstance(child, ast.Import):
-                out.update(a.name for a in child.names if a.name.startswith("castfind"))
-            visit(child)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+def imported_names(path: Path, here: str) -> list[tuple[str, str | None]]:
+    """Every import in ``path`` (module level, in functions, under ``if TYPE_CHECKING:``) as (module,
+    name): ``(m, None)`` for ``import m``, ``(m, n)`` for ``from m import n``; a relative import resolved
+    against ``here``, the file's module name (a package's ``__init__`` is named as the package)."""
+    package = here.split(".") if path.name == "__init__.py" else here.split(".")[:-1]
+    out: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.extend((a.name, None) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            out.extend((base, a.name) for a in node.names)
     return out
+
+
+def imports(path: Path, here: str, modules: set[str]) -> set[str]:
+    """The castfind modules the file of module ``here`` imports (any import: :func:`imported_names`)."""
+    out: set[str] = set()
+    for base, name in imported_names(path, here):
+        if base == "castfind" or base.startswith("castfind."):
+            full = f"{base}.{name}"
+            out.add(full if name is not None and full in modules else base)
+    return out
+
+
+def private_imports(path: Path, here: str) -> list[str]:
+    """Each ``from castfind.M import _name`` in the file of module ``here`` (M another module)."""
+    return [f"{here} imports {name} from {base}" for base, name in imported_names(path, here)
+            if (base == "castfind" or base.startswith("castfind.")) and base != here and name is not None
+            and name.startswith("_") and not name.startswith("__")]
 
 
 def check(layers: dict[str, int], imports: dict[str, set[str]]) -> list[str]:
@@ -63,7 +78,7 @@ def check(layers: dict[str, int], imports: dict[str, set[str]]) -> list[str]:
 def real_imports() -> dict[str, set[str]]:
     files = sorted((REPO / "castfind").rglob("*.py"))
     modules = {module_name(p) for p in files}
-    return {module_name(p): runtime_imports(p, modules) for p in files}
+    return {module_name(p): imports(p, module_name(p), modules) for p in files}
 
 
 def test_the_module_table_matches_the_code_and_imports_point_to_lower_layers() -> None:
@@ -83,11 +98,38 @@ def test_the_check_catches_an_upward_import_a_missing_module_and_a_stale_row() -
     assert not any(p.startswith("castfind.store.index (layer 5)") for p in problems)
 
 
-def test_type_checking_imports_do_not_count(tmp_path: Path) -> None:
-    src = tmp_path / "m.py"
+def test_type_checking_relative_and_function_local_imports_count(tmp_path: Path) -> None:
+    src = tmp_path / "text.py"
     src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from castfind.store.index import Index\n"
+                   "from . import registry\nfrom ..store.memo import Tracker\nfrom ..store import words\n"
+                   "from .where_text import where_output\nimport castfind.store.cache\n"
                    "def f():\n    from castfind.analysis import scan\n")
-    assert runtime_imports(src, {"castfind.store.index", "castfind.analysis.scan"}) == {"castfind.analysis.scan"}
+    modules = {"castfind.store.index", "castfind.analysis.scan", "castfind.store.memo", "castfind.store.words", "castfind.store.cache",
+               "castfind.report", "castfind.report.registry", "castfind.report.where_text"}
+    assert imports(src, "castfind.report.text", modules) == modules - {"castfind.report"}
+    init = tmp_path / "__init__.py"
+    init.write_text("from .registry import REPORTERS\nfrom ..store.memo import Tracker\n")
+    assert imports(init, "castfind.report", modules) == {"castfind.report.registry", "castfind.store.memo"}
+
+
+def test_a_type_only_import_of_a_higher_layer_is_a_problem() -> None:
+    layers = {"castfind.store.memo": 3, "castfind.store.textquery": 7}
+    problems = check(layers, {"castfind.store.memo": {"castfind.store.textquery"}, "castfind.store.textquery": {"castfind.store.memo"}})
+    assert problems == ["castfind.store.memo (layer 3) imports castfind.store.textquery (layer 7): imports must point to a lower layer"]
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    found = [line for p in sorted((REPO / "castfind").rglob("*.py")) for line in private_imports(p, module_name(p))]
+    assert found == []
+
+
+def test_the_private_name_check_catches_absolute_and_relative_imports(tmp_path: Path) -> None:
+    src = tmp_path / "where.py"
+    src.write_text("from castfind.where.answer import WhereResult, _carried\nfrom ..store.memo import _pack_steps, __all__\n"
+                   "from castfind.where.lookup import _own\n")
+    assert private_imports(src, "castfind.where.lookup") == [
+        "castfind.where.lookup imports _carried from castfind.where.answer",
+        "castfind.where.lookup imports _pack_steps from castfind.store.memo"]
 
 
 @pytest.mark.parametrize("doc", ["README.md", "ARCHITECTURE.md"])

@@ -167,13 +167,45 @@ def test_dependency_sets_are_stored_once_and_read_back_equal():
 
 
 def test_a_memo_with_a_damaged_dependency_table_means_computing_everything(tmp_path):
+    from castfind.core.rules import load_rules
     from castfind.store.discover import discover
     from castfind.store.index import Index
     from castfind.store.memo import MEMO_VERSION, Memo
+    from castfind.store.textquery import Predicates
 
     (tmp_path / "m.py").write_text("x = 1\n")
     index = Index(discover([str(tmp_path)]), jobs=1)
     doc = {"version": MEMO_VERSION, "keys": {}, "modules": {}, "queries": {}, "diagnostics": {},
            "steps": {("s",): ("v", 7)}, "depsets": [(0,)], "depnames": ["x"]}
-    memo = Memo(index, doc)  # set 7 does not exist
+    memo = Memo(index, Predicates(load_rules([])), doc)  # set 7 does not exist
     assert memo.prev_steps == {} and memo.step(("s",), lambda: "fresh") == "fresh"
+
+
+def test_what_memo_and_words_keep_per_index_is_theirs_and_goes_with_the_index(tmp_path):
+    import gc
+    import weakref
+
+    from castfind.store import memo, words
+    from castfind.store.index import Index
+    from castfind.store.memo import Tracker, file_ids, tree_digest
+    from castfind.store.words import Words
+
+    (tmp_path / "a.py").write_text("def f():\n    return g\n")
+    (tmp_path / "b.py").write_text("x = f()\n")
+    index = Index.from_roots([str(tmp_path)], cache=None, jobs=1)
+    before = set(vars(index))
+    tracker = Tracker.of(index)
+    assert Tracker.of(index) is tracker and index.observer is tracker  # one per index, told of every read
+    digest = tree_digest(index)
+    assert tree_digest(index) == digest and set(file_ids(index).values()) == {"0:a.py", "0:b.py"}
+    lookups = Words(index)
+    for _ in range(20):  # past the text scans: the inverted index is built
+        assert [sf.path for sf in lookups.containing(["f"])] == ["a.py", "b.py"]
+    assert [sf.path for sf in Words(index).containing(["g"])] == ["a.py"]  # shared by another Words
+    assert index in memo._TABLES and index in words._POSTINGS
+    assert set(vars(index)) == before  # nothing hung on the index
+    held = len(memo._TABLES), len(words._POSTINGS)
+    gone = weakref.ref(index)
+    del index, lookups
+    gc.collect()
+    assert gone() is None and (len(memo._TABLES), len(words._POSTINGS)) == (held[0] - 1, held[1] - 1)

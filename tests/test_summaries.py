@@ -208,14 +208,13 @@ def test_a_file_stopped_at_an_unparsed_callee_goes_on_from_the_stopped_call(monk
     from castfind.analysis.provenance import Provenance
     from castfind.analysis.resolve import Resolver
     from castfind.analysis.summaries import Summaries
-    from castfind.store.memo import Memo
     from castfind.store.textquery import TextQueries
 
     def run(parse_first: bool) -> tuple[list, int, int]:
         index = Index(discover([str(FIX)]), jobs=1)
         rules = load_rules()
         resolver = Resolver(index)
-        graph = CallGraph(index, resolver, rules, TextQueries(index, rules, Memo(index)), ())
+        graph = CallGraph(index, resolver, rules, TextQueries.fresh(index, rules), ())
         prov = Provenance(rules, lambda name: None)
         summaries = Summaries(resolver, graph, prov)
         prov.across = summaries

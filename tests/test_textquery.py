@@ -69,25 +69,26 @@ def test_text_queries_share_shapes_by_name_within_a_run(tmp_path: Path) -> None:
     from castfind.core.rules import load_rules
     from castfind.store.index import Index
     from castfind.store.memo import Memo
-    from castfind.store.textquery import TextQueries
+    from castfind.store.textquery import Predicates, TextQueries
 
     for path, data in FILES.items():
         (tmp_path / path).write_bytes(data)
     index = Index.from_roots([str(tmp_path)], cache=None, jobs=1)
-    queries = TextQueries(index, load_rules([]), Memo(index))
+    preds = Predicates(load_rules([]))
+    queries = TextQueries(index, Memo(index, preds))
     got = {m: {sf.path for sf in queries.select(("calls", "apply", m))} for m in ("bare", "elsewhere")}
     assert got["bare"] == {"dotted.py", "imported.py", "bare.py", "star.py"}
     assert got["elsewhere"] == {"dotted.py", "imported.py", "star.py"}
-    assert set(queries._shapes) == {"apply"}  # one table of shapes for the name, shared by both modules' queries
+    assert set(preds._shapes) == {"apply"}  # one table of shapes for the name, shared by both modules' queries
     # Each file naming `apply` searched once for both (other.py holds only `apply_all`: not asked about).
-    assert set(queries._shapes["apply"]) == {str(tmp_path / p) for p in FILES if p != "other.py"}
+    assert set(preds._shapes["apply"]) == {str(tmp_path / p) for p in FILES if p != "other.py"}
 
 
 def test_a_file_naming_a_pool_is_a_handoff_source_without_a_cast(tmp_path: Path) -> None:
     from castfind.core.rules import load_rules
     from castfind.store.index import Index
     from castfind.store.memo import Memo
-    from castfind.store.textquery import TextQueries
+    from castfind.store.textquery import Predicates, TextQueries
 
     files = {
         # hands one engine's cache on and casts nothing itself
@@ -101,12 +102,13 @@ def test_a_file_naming_a_pool_is_a_handoff_source_without_a_cast(tmp_path: Path)
     for path, data in files.items():
         (tmp_path / path).write_bytes(data)
     index = Index.from_roots([str(tmp_path)], cache=None, jobs=1)
-    queries = TextQueries(index, load_rules(), Memo(index))
+    preds = Predicates(load_rules())
+    queries = TextQueries(index, Memo(index, preds))
     assert {sf.path for sf in queries.select(("source", ()))} == {"layer.py"}
     assert {sf.path for sf in queries.select(("source", ("pages_of",)))} == {"layer.py", "runner.py"}
     assert queries.select(("cand", ())) == []  # none of them holds a cast
     # The pool-word test ran once per file, shared by both queries (and by the getter seeds').
-    assert set(queries._tests["pool"]) == {str(tmp_path / p) for p in files}
+    assert set(preds._tests["pool"]) == {str(tmp_path / p) for p in files}
 
 
 _DEFINES_TEXTS = [

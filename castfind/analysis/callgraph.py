@@ -40,7 +40,6 @@ from castfind.core.scope import in_scope
 from castfind.read.facts import CallSite, from_dotted
 from castfind.store.discover import SourceFile
 from castfind.store.index import Index
-from castfind.store.memo import Memo
 from castfind.store.textquery import TextQueries, def_lines
 
 #: A by-name edge is added only when at most this many functions share the name.
@@ -65,7 +64,7 @@ class CallGraph:
         self._outside: frozenset[str] | None = None  # abspaths outside the report scope, found once
         self.r = resolver
         self.rules = rules
-        self.queries = queries or TextQueries(index, rules, Memo(index))
+        self.queries = queries or TextQueries.fresh(index, rules)
         self.memo = self.queries.memo
         self.receivers = Receivers(resolver)
         self.graph = nx.DiGraph()

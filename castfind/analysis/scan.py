@@ -40,7 +40,7 @@ from castfind.read.facts import FileFacts
 from castfind.store.discover import SourceFile
 from castfind.store.index import Index
 from castfind.store.memo import Memo
-from castfind.store.textquery import TextQueries
+from castfind.store.textquery import Predicates, TextQueries
 
 
 @dataclass
@@ -160,8 +160,8 @@ def _scan(index: Index, rules: RuleSet, demand: bool, only: set[str] | None, exp
     index.read_all()
     files = index.files
     if memo is None or explain or not demand:
-        memo = Memo(index)
-    queries = TextQueries(index, rules, memo)
+        memo = Memo(index, Predicates(rules))
+    queries = TextQueries(index, memo)
     resolver = Resolver(index)
     graph = CallGraph(index, resolver, rules, queries, report_exclude)
     oracle = GetterOracle(index, rules, queries)

@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from castfind.analysis.findings import exit_code
 from castfind.core.names import shown
+from castfind.report import ScanReport
+from castfind.store.discover import Package, describe_packages
 
-if TYPE_CHECKING:
-    from castfind.pipeline import ScanRun
+
+class FinishedScan(Protocol):
+    """What :func:`scan_output` reads of a finished scan (:class:`castfind.pipeline.ScanRun`, a layer above)."""
+
+    @property
+    def report(self) -> ScanReport: ...
+    @property
+    def fail_on(self) -> str: ...
+    @property
+    def wrote_baseline(self) -> str | None: ...
+    @property
+    def packages(self) -> tuple[Package, ...]: ...
 
 
-def scan_output(run: ScanRun) -> tuple[list[str], list[str], int]:
+def scan_output(run: FinishedScan) -> tuple[list[str], list[str], int]:
     """Stderr's lines before the report (the packages indexed), those after it (the baseline
     written, files Python accepts that castfind could not analyse) and the exit code (2 for such
     files, else 1 when a finding is at or above ``--fail-on``); the report goes in between. Pure:
     :mod:`castfind.cli` and :mod:`castfind.quick` print it."""
-    from castfind.store.discover import describe_packages
-
     line = describe_packages(run.packages)
     head = [f"castfind: {line}"] if line is not None else []
     report = run.report

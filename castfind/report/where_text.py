@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from castfind.core.names import shown
+from castfind.store.discover import describe_packages
 from castfind.where.answer import WhereResult
 
 
@@ -13,8 +14,6 @@ def where_output(res: WhereResult, json_out: bool) -> tuple[list[str], str, list
     packages indexed), stdout's text, stderr's lines after it (the diagnostics, a suggestion with
     ``--json``) and the exit code (1: nothing found). Pure: :mod:`castfind.cli` and :mod:`castfind.quick`
     print it."""
-    from castfind.store.discover import describe_packages
-
     line = describe_packages(res.packages)
     head = [f"castfind: {line}"] if line is not None else []
     out = json.dumps(res.to_dict(), indent=2, allow_nan=False) + "\n" if json_out else render_where(res)

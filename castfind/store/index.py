@@ -7,8 +7,9 @@ libcst minutes. Facts come from the content-addressed cache when present; misses
 in a process pool (:mod:`castfind.store.workers`).
 
 What else reads files builds on this: module names (:mod:`castfind.store.modules`), identifier look-ups
-(:mod:`castfind.store.words`). Every read of a file's facts is reported to :attr:`Index.observer`, the
-dependency tracker of :mod:`castfind.store.memo`, which alone records dependencies.
+(:mod:`castfind.store.words`). Every read of a file's facts is reported to :attr:`Index.observer`, a
+:class:`ReadObserver` this module defines and :mod:`castfind.store.memo` installs (its dependency tracker,
+which alone records dependencies); what those modules keep per index they keep themselves.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from castfind.core import sourcetext
 from castfind.core.types import Diagnostic
@@ -74,9 +75,8 @@ class Index:
         self.follow_installed = follow_installed
         self.progress = progress
         self.by_abspath = {sf.abspath: sf for sf in files}
-        #: :mod:`castfind.store.words`' inverted index of identifiers, built once and shared (None until then).
-        self.postings: Any = None
-        #: Told of every read of a file's facts (the memo's tracker); None when nothing records.
+        #: Told of every read of a file's facts (the memo's tracker, :meth:`castfind.store.memo.Tracker.of`); None
+        #: when nothing records.
         self.observer: ReadObserver | None = None
         self._workers: Workers | None = None
         self._wanted: set[SourceFile] | None = None  # inside in_batches: the files asked for, not parsed
@@ -100,11 +100,8 @@ class Index:
         self._discovered = len(files)  # files found by discovery (installed packages may join later)
         self._listings: dict[str, Listing] = {}  # the stored listings read by ``from_roots``
         self._stored: dict[str, tuple[Stat, str]] = {}  # the file stats and digests they held
-        #: :func:`castfind.store.memo.tree_digest` by file count (files are only added; keys never change).
-        self.tree_digests: dict[int, str] = {}
-        #: :func:`castfind.store.memo.file_ids` and the roots' numbers, by file count (likewise).
-        self.file_ids: dict[int, dict[str, str]] = {}
-        self.root_numbers: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+        #: The tree digest of the files discovery found (:meth:`note_tree_digest`), stored by :meth:`save`.
+        self._tree_digest: str | None = None
         self.hashed = 0  # files whose bytes were hashed in this run (the stat index spares the rest)
         #: Files whose bytes, when read, were not the content their key (from the stat index) names: edited
         #: during the run. Their facts are cached under their bytes' own key, and no carried result is stored.
@@ -273,7 +270,7 @@ class Index:
             return
         bases, stored, listed = self._trees
         known = self._stats or {}
-        digest = self.tree_digests.get(self._discovered)
+        digest = self._tree_digest
         mark = [sorted(bases), EXTRACTOR_VERSION, digest] if digest is not None else None
         # PERF: a warm run of an unchanged tree reused every stored listing and digest: nothing to write
         # (unless the tree digest was computed and is not stored yet).
@@ -301,6 +298,13 @@ class Index:
                     and all(self._stored.get(p, _NONE)[0] == st for p, st in self._now.items())
                     and len(self._now) == len(self._stored))
         return self._unchanged
+
+    def note_tree_digest(self, digest: str) -> None:
+        """``digest`` is the tree digest (:func:`castfind.store.memo.tree_digest`) of the files the index holds now:
+        :meth:`save` stores it with the tree indexes (for :meth:`stored_tree_digest`) when they are the files
+        discovery found (no installed package joined since)."""
+        if len(self.files) == self._discovered:
+            self._tree_digest = digest
 
     def stored_tree_digest(self) -> str | None:
         """The tree digest (:func:`castfind.store.memo.tree_digest`) stored with the tree indexes by the run that

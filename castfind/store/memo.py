@@ -20,21 +20,24 @@ just means computing everything.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from castfind.core.versions import EXTRACTOR_VERSION
 from castfind.read import codec
-
-if TYPE_CHECKING:
-    from castfind.store.index import Index
-    from castfind.store.textquery import Predicate, QueryKey
+from castfind.store.discover import SourceFile
+from castfind.store.index import Index
 
 MEMO_VERSION = 3
 
 StepKey = tuple[Hashable, ...]
+#: A text query's key (:mod:`castfind.store.textquery`): it names all the query depends on.
+QueryKey = tuple[Hashable, ...]
+#: A text query's test of one file (its bytes and module name): does the query select it?
+Predicate = Callable[[SourceFile, bytes], bool]
 T = TypeVar("T")
 
 
@@ -64,10 +67,12 @@ class Tracker:
 
     @classmethod
     def of(cls, index: Index) -> Tracker:
-        """The index's tracker (one per index, so every reader reports to the same one)."""
-        got = index.observer
-        if not isinstance(got, Tracker):
-            got = cls()
+        """The index's tracker (one per index, so every reader reports to the same one), made and installed
+        as the index's observer (:class:`~castfind.store.index.ReadObserver`) on first use."""
+        tables = _tables(index)
+        got = tables.tracker
+        if got is None:
+            got = tables.tracker = cls()
             index.observer = got
         return got
 
@@ -105,6 +110,31 @@ class Tracker:
         return value
 
 
+class _Tables:
+    """What this module keeps per :class:`~castfind.store.index.Index` (:func:`_tables`): its :class:`Tracker`, and
+    :func:`tree_digest`, :func:`file_ids` and the roots' numbers (:func:`_numbering`) by file count (an index's
+    files are only added to, and a file's key is fixed once found, so its file count names its tree)."""
+
+    __slots__ = ("file_ids", "root_numbers", "tracker", "tree_digests")
+
+    def __init__(self) -> None:
+        self.tracker: Tracker | None = None
+        self.tree_digests: dict[int, str] = {}
+        self.file_ids: dict[int, dict[str, str]] = {}
+        self.root_numbers: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+
+
+#: Each live index's tables; an index no one holds any more takes its tables with it.
+_TABLES: weakref.WeakKeyDictionary[Index, _Tables] = weakref.WeakKeyDictionary()
+
+
+def _tables(index: Index) -> _Tables:
+    got = _TABLES.get(index)
+    if got is None:
+        got = _TABLES[index] = _Tables()
+    return got
+
+
 def _code_digest() -> str:
     """castfind's own source: results carried by another version of the code are never replayed."""
     global _CODE
@@ -129,11 +159,13 @@ def config_key(*parts: Any) -> str:
 class Memo:
     """This run's steps and text queries, seeded from the previous run's where still valid."""
 
-    def __init__(self, index: Index, previous: dict[str, Any] | None = None) -> None:
+    def __init__(self, index: Index, predicate: Callable[[QueryKey], Predicate],
+                 previous: dict[str, Any] | None = None) -> None:
         self.index = index
         self.tracker = Tracker.of(index)
-        # How to re-ask a query on a changed file; set by castfind.store.textquery.TextQueries.
-        self.predicate: Callable[[QueryKey], Predicate] | None = None
+        #: The file test a query key names (:class:`castfind.store.textquery.Predicates`): how a carried query is
+        #: re-asked on the changed files, and how :class:`castfind.store.textquery.TextQueries` asks a new one.
+        self.predicate = predicate
         self.keys = {sf.abspath: index.key(sf) for sf in index.files}
         self.modules = {sf.abspath: sf.module for sf in index.files}
         # Stored results name files by root and path, never by absolute path or the root as typed:
@@ -173,7 +205,6 @@ class Memo:
         if got is None:
             prev = self.prev_queries.get(key)
             if prev is not None:
-                assert self.predicate is not None, "a Memo with carried queries needs TextQueries"
                 pred = self.predicate(key)
                 fresh = {p for p in self.changed if pred(self.index.by_abspath[p], self.index.data(self.index.by_abspath[p]))}
                 got = frozenset((prev & self.keys.keys()) - self.changed | fresh)
@@ -330,14 +361,16 @@ def tree_digest(index: Index) -> str:
     # A digest the tree indexes stored for this very tree is reused (Index.stored_tree_digest; a change to
     # how it is computed must bump cache.TREE_VERSION, which discards the stored ones).
     n = len(index.files)
-    got = index.tree_digests.get(n)
+    digests = _tables(index).tree_digests
+    got = digests.get(n)
     if got is None:
         got = index.stored_tree_digest()
         if got is None:
             ids = file_ids(index)
             rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
             got = hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
-        index.tree_digests[n] = got
+        digests[n] = got
+        index.note_tree_digest(got)  # stored with the tree indexes (Index.save) when it is discovery's tree
     return got
 
 
@@ -375,10 +408,11 @@ def root_ids(index: Index) -> dict[str, str]:
 def file_ids(index: Index) -> dict[str, str]:
     """abspath → ``N:path``: the file's path inside its root, N numbering the roots by name."""
     n = len(index.files)
-    got = index.file_ids.get(n)
+    table = _tables(index).file_ids
+    got = table.get(n)
     if got is None:
         order = _numbering(index)[0]
-        got = index.file_ids[n] = {sf.abspath: f"{order[sf.abspath.removesuffix(sf.path)]}:{sf.path}" for sf in index.files}
+        got = table[n] = {sf.abspath: f"{order[sf.abspath.removesuffix(sf.path)]}:{sf.path}" for sf in index.files}
     return got
 
 
@@ -387,11 +421,12 @@ def _numbering(index: Index) -> tuple[dict[str, int], dict[str, int]]:
     as typed. PERF: one pass of set building; asked several times a run (memoised by file count, as
     :func:`tree_digest` is: an index's files are only added to)."""
     n = len(index.files)
-    got = index.root_numbers.get(n)
+    table = _tables(index).root_numbers
+    got = table.get(n)
     if got is None:
         pairs = {(sf.root, sf.abspath.removesuffix(sf.path)) for sf in index.files}
         order = {b: i for i, b in enumerate(sorted({b for _, b in pairs}, key=lambda b: (Path(b).name, b)))}
-        got = index.root_numbers[n] = (order, {root: order[b] for root, b in pairs})
+        got = table[n] = (order, {root: order[b] for root, b in pairs})
     return got
 
 

@@ -22,19 +22,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from castfind.core.rules import AnyPattern, RuleSet
 from castfind.core.sourcetext import CALL_GAP, word_start
 from castfind.store.discover import SourceFile
+from castfind.store.index import Index
+from castfind.store.memo import Memo, Predicate, QueryKey
 from castfind.store.words import Words
-
-if TYPE_CHECKING:
-    from castfind.store.index import Index
-    from castfind.store.memo import Memo
-
-QueryKey = tuple[Hashable, ...]
-Predicate = Callable[[SourceFile, bytes], bool]
 
 _RETURN = re.compile(rb"\breturn\b")
 _DEF_PREFIX = re.compile(rb"[ \t]*(?:async[ \t]+)?def[ \t]+")
@@ -244,27 +239,40 @@ def words_of(key: QueryKey) -> list[str]:
     return []
 
 
-class TextQueries:
-    """Runs text queries over an index's files, carrying their answers in a :class:`~castfind.store.memo.Memo`."""
+class Predicates:
+    """The file test each query key names under one rule set (:func:`predicate`), made once per key: what a
+    :class:`~castfind.store.memo.Memo` is built with, to re-ask a carried query on the changed files and to ask
+    a new one (:class:`TextQueries`). The tables the tests of a run share are kept here."""
 
-    def __init__(self, index: Index, rules: RuleSet, memo: Memo) -> None:
-        self.index = index
+    def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
-        self.memo = memo
         self._preds: dict[QueryKey, Predicate] = {}
         self._shapes: dict[str, dict[str, CallShape]] = {}  # name → file abspath → its call shape (a run's files)
         self._tests: dict[str, dict[str, bool]] = {}  # shared test → file abspath → its answer (a run's files)
         self._defs: dict[str, frozenset[bytes]] = {}  # file abspath → the names it has a `def` of (a run's files)
-        self.words = Words(index)
-        self._pos = {sf.abspath: i for i, sf in enumerate(index.files)}
-        memo.predicate = self.predicate
 
-    def predicate(self, key: QueryKey) -> Predicate:
+    def __call__(self, key: QueryKey) -> Predicate:
         got = self._preds.get(key)
         if got is None:
             shapes = self._shapes.setdefault(_text(key[1]), {}) if key[0] == "calls" else None
             got = self._preds[key] = predicate(key, self.rules, shapes, self._tests, self._defs)
         return got
+
+
+class TextQueries:
+    """Runs text queries over an index's files, carrying their answers in a :class:`~castfind.store.memo.Memo`
+    (whose :attr:`~castfind.store.memo.Memo.predicate` says what each query tests)."""
+
+    def __init__(self, index: Index, memo: Memo) -> None:
+        self.index = index
+        self.memo = memo
+        self.words = Words(index)
+        self._pos = {sf.abspath: i for i, sf in enumerate(index.files)}
+
+    @classmethod
+    def fresh(cls, index: Index, rules: RuleSet) -> TextQueries:
+        """Text queries that carry nothing from an earlier run (a memo of their own)."""
+        return cls(index, Memo(index, Predicates(rules)))
 
     def select(self, key: QueryKey) -> list[SourceFile]:
         """The files a query selects, in discovery order."""
@@ -274,7 +282,7 @@ class TextQueries:
         return [by[p] for p in sorted(paths, key=lambda p: pos.get(p, len(pos)))]
 
     def _full(self, key: QueryKey) -> list[SourceFile]:
-        pred = self.predicate(key)
+        pred = self.memo.predicate(key)
         words = words_of(key)
         pool = self.words.containing(words) if words else self.index.files
         return [sf for sf in pool if pred(sf, self.index.data(sf))]

@@ -13,6 +13,7 @@ each).
 from __future__ import annotations
 
 import re
+import weakref
 from array import array
 from collections.abc import Iterable
 
@@ -60,6 +61,10 @@ class _Postings:
                 got.append(pos)
 
 
+#: Each live index's inverted index (built on first need); an index no one holds any more takes it with it.
+_POSTINGS: weakref.WeakKeyDictionary[Index, _Postings] = weakref.WeakKeyDictionary()
+
+
 class Words:
     """Identifier look-ups over an :class:`~castfind.store.index.Index`'s files."""
 
@@ -75,7 +80,7 @@ class Words:
             return []
         self._queries += 1
         index = self.index
-        if self._queries > _SCAN_QUERIES or index.postings is not None:
+        if self._queries > _SCAN_QUERIES or index in _POSTINGS:
             postings = self._postings()
             hits: set[int] = set()
             for n in wanted:
@@ -91,9 +96,9 @@ class Words:
     def _postings(self) -> _Postings:
         """The index's inverted index, extended to files added since it was built."""
         index = self.index
-        postings = index.postings
+        postings = _POSTINGS.get(index)
         if postings is None:
-            postings = index.postings = _Postings()
+            postings = _POSTINGS[index] = _Postings()
         if postings.done < len(index.files):
             self._extend(postings)
         return postings

@@ -101,28 +101,30 @@ def carried_answer(index: Index, symbol: str, report_exclude: tuple[str, ...] = 
                    at: tuple[str, int] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET) -> WhereResult | None:
     """What :func:`where` answers when its answer is carried (None: it would resolve, or there is no
     cache). Raises :class:`WhereError` for a malformed query."""
-    _check_symbol(symbol)
+    check_symbol(symbol)
     if index.cache is None:
         return None
-    return _carried(index, _carry_key(index, symbol, at, report_exclude, budget))
+    return load_answer(index, answer_key(index, symbol, at, report_exclude, budget))
 
 
-def _check_symbol(symbol: str) -> None:
+def check_symbol(symbol: str) -> None:
     """Raise :class:`WhereError` unless ``symbol`` is a name, a dotted path or ``Class.method``."""
     # Python identifiers are Unicode (PEP 3131): `где_ядро`, `café` and `Ωmega.f` are names.
     if not all(part.isidentifier() for part in symbol.split(".")):
         raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
 
 
-def _carry_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exclude: tuple[str, ...],
+def answer_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exclude: tuple[str, ...],
                budget: int | None) -> str:
+    """The key a ``where`` answer is stored under (:func:`store_answer`): the query and all it depends on
+    besides the tree."""
     roots = sorted((r, os.path.abspath(r)) for r in {sf.root for sf in index.files})
     at_key = None if at is None else (os.path.abspath(at[0]), at[0], at[1])
     return "where-" + carried.config_key(symbol, at_key, tuple(report_exclude), roots, index.follow_installed,
                                          os.getcwd() if at is not None else "", budget)
 
 
-def _carried(index: Index, key: str) -> WhereResult | None:
+def load_answer(index: Index, key: str) -> WhereResult | None:
     """The stored answer, when the tree and the installed packages it looked for are as they were."""
     assert index.cache is not None
     doc = carried.loads(index.cache.get_memo(key))
@@ -146,7 +148,9 @@ def _carried(index: Index, key: str) -> WhereResult | None:
     return replace(result, diagnostics=diags, stats=stats)
 
 
-def _carry(index: Index, key: str, result: WhereResult, installed: dict[str, bool]) -> None:
+def store_answer(index: Index, key: str, result: WhereResult, installed: dict[str, bool]) -> None:
+    """Store ``result`` under ``key`` for this tree, with the installed packages it looked for (``installed``:
+    top-level name → found), read back by :func:`load_answer`."""
     carried.store_for_tree(index, key, {
         "installed": installed,
         "result": _to_plain(replace(result, diagnostics=tuple(d for d in result.diagnostics if d.kind != "cache")))})

@@ -26,11 +26,11 @@ from castfind.where.answer import (
     WhereDefinition,
     WhereError,
     WhereResult,
-    _carried,
-    _carry,
-    _carry_key,
-    _check_symbol,
+    answer_key,
     carried_answer,
+    check_symbol,
+    load_answer,
+    store_answer,
 )
 
 __all__ = ["DEFAULT_PARSE_BUDGET", "Location", "Unresolved", "WhereDefinition", "WhereError", "WhereResult",
@@ -441,15 +441,15 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     query on the same tree (every file's content key, and the installed packages it looked for
     found where they were) is read back instead of resolved again (``stats["outcome"]``).
     ``budget``: :data:`DEFAULT_PARSE_BUDGET` (None: no limit)."""
-    _check_symbol(symbol)
-    key = _carry_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
+    check_symbol(symbol)
+    key = answer_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
     if key is not None:
-        got = _carried(index, key)
+        got = load_answer(index, key)
         if got is not None:
             return got
     result, installed = _resolve_where(index, symbol, at, report_exclude, budget)
     if key is not None:
-        _carry(index, key, result, installed)
+        store_answer(index, key, result, installed)
     return result
 
 
