@@ -75,7 +75,9 @@ def test_a_file_edited_between_the_read_and_the_workers_parse_caches_the_bytes_r
     with index.parsing():
         facts = index.load_files(index.files)
     assert [c.method for f in facts for c in f.casts] == ["float"] * 3  # the bytes read
-    assert set(keys) == {__import__("castfind.store.cache").cache.content_key(A.encode())}
+    from castfind.store.cache import content_key
+
+    assert set(keys) == {content_key(A.encode())}
     _rows_match_their_keys(cache, [])
 
 
