@@ -23,6 +23,11 @@ keeps whole.
 the walk gives up: the :data:`StopReason`, a detail naming the exact thing (the parameter, the function
 called, the attribute, the index, the split axis) and the hops walked up to it. :meth:`Provenance.origin`
 is the same walk, answering None for a stop.
+
+**The one walk.** Both outcomes carry the walk as data (:class:`Trail`: each :class:`Step` and the expression
+it ended or stopped at). Nothing else walks an operand back: getter inference reads :meth:`Provenance.returns_of`,
+and the cost stage (:mod:`castfind.cost`) reads the trail with its own, stricter reading to find the
+allocation (it resumes the same walk past an index or a split the proof rejects, never a walk of its own).
 """
 
 from __future__ import annotations
