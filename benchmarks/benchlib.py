@@ -15,7 +15,7 @@ from pathlib import Path
 #: The grep baseline: a method call that may convert a whole buffer.
 CAST_REGEX = r"\.(to|float|half|bfloat16|double|type|copy_)\("
 
-#: Folders castfind's discovery never walks into (mirrors ``castfind.discover.SKIP_DIRS``).
+#: Folders castfind's discovery never walks into (mirrors ``castfind.store.discover.SKIP_DIRS``).
 #: Kept as a copy so the harness can time any castfind command, even one it cannot import.
 SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", "build", "dist", "node_modules", ".tox", ".nox",
@@ -118,7 +118,7 @@ def count_lines(text: str) -> int:
 def walk_py_files(roots: list[str]) -> list[str]:
     """The ``.py`` files castfind's discovery would index under ``roots``, sorted.
 
-    Same rules as ``castfind.discover``: skip dot folders, ``SKIP_DIRS``, ``*.egg-info``
+    Same rules as ``castfind.store.discover``: skip dot folders, ``SKIP_DIRS``, ``*.egg-info``
     and folders holding a ``pyvenv.cfg``; do not follow folder symlinks. Semgrep is
     given this list file by file, because its own default ``.semgrepignore`` drops
     ``test/`` and ``tests/`` folders and it does not skip dot folders.

@@ -6,7 +6,7 @@ only when it is called.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from castfind.core.versions import __version__
 
 __all__ = ["__version__", "record", "step"]
 

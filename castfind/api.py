@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from castfind import pipeline
-from castfind.config import load_config
-from castfind.fsutil import Owns
-from castfind.heap import survivors_frozen
+from castfind.core.config import load_config
+from castfind.core.fsutil import Owns
+from castfind.core.heap import survivors_frozen
 from castfind.pipeline import ScanRun, open_index
-from castfind.where import DEFAULT_PARSE_BUDGET, WhereResult
-from castfind.where import where as _where
+from castfind.where.lookup import DEFAULT_PARSE_BUDGET, WhereResult
+from castfind.where.lookup import where as _where
 
 __all__ = ["ScanRun", "open_index", "scan", "where"]
 
@@ -75,7 +75,7 @@ def scan(
     commit; checked before parsing).     ``include_tests``: report findings in every file, tests and benchmarks too (by default those the
     configuration's ``report-exclude`` matches are set aside and counted). ``sets``, ``model_config``,
     ``kv_tokens``, ``kv_cache_dtype``: the names each finding's static cost is evaluated over
-    (:mod:`castfind.cost`; a model config that cannot be read is a ValueError). The phases are in
+    (:mod:`castfind.analysis.cost`; a model config that cannot be read is a ValueError). The phases are in
     :mod:`castfind.pipeline`; the carried results are saved before ``post`` reads any trace, so a
     bad trace does not cost the next scan its warm start.
     ``outputs``: the report files the caller will write, (option, path, what, owns), refused before the scan
@@ -106,7 +106,7 @@ def carried_scan(request: pipeline.ScanRequest) -> ScanRun | None:
 
 def _scan(scan_plan: pipeline.ScanPlan) -> ScanRun:
     explain, stops = scan_plan.explain, scan_plan.stops
-    with survivors_frozen():  # PERF: full collections walk only what is new (castfind.heap)
+    with survivors_frozen():  # PERF: full collections walk only what is new (castfind.core.heap)
         out = pipeline.run(scan_plan)
         pipeline.save_memo(scan_plan, out)
         at_ref = scan_plan.baseline_commit and not (explain or stops)  # those print no findings

@@ -134,7 +134,7 @@ def _progress(label: str):
 
 def _fail(message: str) -> NoReturn:
     """A usage or input error: one line on stderr, exit 2."""
-    from castfind.names import shown
+    from castfind.core.names import shown
 
     typer.echo(f"castfind: {shown(message)}", err=True)  # one line, whatever a file is called
     raise typer.Exit(2)
@@ -163,7 +163,7 @@ MaxSizeOpt = typer.Option("2M", "--max-file-size", metavar="SIZE",
 
 def _budget(text: str) -> int | None:
     """``--parse-budget``: a size as for ``--max-file-size``, or 0 for no limit."""
-    from castfind.discover import parse_size
+    from castfind.store.discover import parse_size
 
     if text.strip() == "0":
         return None
@@ -175,7 +175,7 @@ def _budget(text: str) -> int | None:
 
 def _size(text: str) -> int:
     """``--max-file-size``: ``2M``, ``500K`` or plain bytes."""
-    from castfind.discover import parse_size
+    from castfind.store.discover import parse_size
 
     size = parse_size(text)
     if size is None:
@@ -207,10 +207,10 @@ def where(
     Example: castfind where flashinfer_cutlass_fused_moe --root /root/sglang --root /usr/lib/python3/site-packages/flashinfer
     """
     from castfind import api
-    from castfind.config import ConfigError
-    from castfind.discover import DiscoveryError
-    from castfind.fsutil import OutputPathError
-    from castfind.where import WhereError
+    from castfind.core.config import ConfigError
+    from castfind.core.fsutil import OutputPathError
+    from castfind.store.discover import DiscoveryError
+    from castfind.where.lookup import WhereError
 
     n_jobs = _jobs(jobs)
     at_loc = None
@@ -303,14 +303,14 @@ def scan(
     Example: castfind scan /root/sglang --trace decode.castfind.jsonl
     """
     from castfind import api
-    from castfind.config import ConfigError
-    from castfind.discover import DiscoveryError
-    from castfind.findings import BaselineError
-    from castfind.fsutil import OutputPathError
-    from castfind.gitref import GitRefError
+    from castfind.analysis.findings import BaselineError
+    from castfind.core.config import ConfigError
+    from castfind.core.fsutil import OutputPathError
+    from castfind.core.rules import RuleError
     from castfind.report import ReportContext, SourceCache, registry
     from castfind.report.scan_text import scan_output
-    from castfind.rules import RuleError
+    from castfind.store.discover import DiscoveryError
+    from castfind.store.gitref import GitRefError
 
     if fail_on is not None and fail_on not in ("error", "warning", "info"):
         _fail(f"--fail-on {fail_on}: expected error, warning or info")
@@ -400,7 +400,7 @@ def scan(
 
 def _check_outputs(output: str | None, outputs: list[tuple[str, str]]) -> None:
     """Every output file must be writable, and no two outputs may share a file (checked before the scan)."""
-    from castfind.fsutil import OutputPathError, check_output_file
+    from castfind.core.fsutil import OutputPathError, check_output_file
 
     seen: dict[str, str] = {}
     for option, path in ([("--output", output)] if output is not None else []) + \
@@ -420,7 +420,7 @@ def _check_outputs(output: str | None, outputs: list[tuple[str, str]]) -> None:
 
 
 def _output_targets(reporter: Any, output: str | None, outputs: list[tuple[str, str]]) -> list[tuple[str, str, str, Any]]:
-    """(option, path, what, owns) of each output file, for the scan's one output check (castfind.fsutil)."""
+    """(option, path, what, owns) of each output file, for the scan's one output check (castfind.core.fsutil)."""
     from castfind.report import registry
 
     given = [("--output", output, reporter)] if output is not None else []
@@ -430,7 +430,7 @@ def _output_targets(reporter: Any, output: str | None, outputs: list[tuple[str, 
 
 def _write(path: str, doc: str, option: str) -> None:
     """Write one output document atomically; a failure is a one-line error (exit 2)."""
-    from castfind.fsutil import atomic_write_text
+    from castfind.core.fsutil import atomic_write_text
 
     try:
         atomic_write_text(path, doc)
@@ -448,7 +448,7 @@ def _check_explain_file(path: str, roots: list[str]) -> None:
 
 def _set_spec(spec: str) -> tuple[str, str]:
     """``--set NAME=VALUE`` → (name, value); a usage error otherwise."""
-    from castfind.cost import parse_set
+    from castfind.analysis.cost import parse_set
 
     try:
         return parse_set(spec)
@@ -470,7 +470,7 @@ def _explain_spec(spec: str) -> tuple[str, int, int | None]:
 def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
     """One account per cast on the line (only the one at COL when given); without a cast on the line,
     those of the nearest line above (a cast spanning lines)."""
-    from castfind.names import shown
+    from castfind.core.names import shown
 
     path, line, col = at
     norm = path.replace("\\", "/")
@@ -503,7 +503,7 @@ def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
 
 def _print_stops(table) -> None:
     """``--stops``: casts per stop reason, each with its top files."""
-    from castfind.names import shown
+    from castfind.core.names import shown
 
     typer.echo(f"{table.examined} dtype cast(s) examined, {table.buffer_like} with a buffer-like operand "
                f"({table.whole} of them a whole buffer)")
@@ -527,7 +527,7 @@ def rules_list(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List every rule: id, severity, name and message."""
-    from castfind.rules import RuleError, load_rules
+    from castfind.core.rules import RuleError, load_rules
 
     try:
         rs = load_rules(list(rules or []))
@@ -547,7 +547,7 @@ def rules_test(
     rules: list[str] | None = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable)."),
 ) -> None:
     """Run every rule's examples: lines marked '# match' must be flagged, 'no_match' code must not be."""
-    from castfind.rules import RuleError, load_rules
+    from castfind.core.rules import RuleError, load_rules
     from castfind.ruletest import run_examples
 
     try:
@@ -570,7 +570,7 @@ def rules_validate(
     rules: list[str] | None = typer.Option(None, "--rules", help="Rule folder or file to check (repeatable)."),
 ) -> None:
     """Check rule files and list every problem as file:line: key: reason."""
-    from castfind.rules import validate
+    from castfind.core.rules import validate
 
     _, errors = validate(list(rules or []))
     for e in errors:

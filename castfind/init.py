@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from castfind.fsutil import atomic_write_text
-from castfind.inputs import read_input
+from castfind.core.fsutil import atomic_write_text
+from castfind.core.inputs import read_input
 
 __all__ = ["PRECOMMIT_SNIPPET", "STARTER_SECTION", "init"]
 

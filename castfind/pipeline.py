@@ -6,7 +6,7 @@
 * **run** is the engine, :func:`castfind.scan.scan`, unchanged; its outcome is frozen into
   a :class:`RunOutput` so nothing downstream can alter what the engine found.
 * **post** turns raw findings into what is reported: runtime traces joined, inline
-  suppressions applied, findings outside the report scope (tests, benchmarks: :mod:`castfind.scope`)
+  suppressions applied, findings outside the report scope (tests, benchmarks: :mod:`castfind.core.scope`)
   set aside and counted, the baseline written or applied, and the findings ranked once
   (:class:`ScanRun`, holding the :class:`~castfind.report.ScanReport`).
 
@@ -25,25 +25,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from castfind import findings as fnd
-from castfind import gitref, sourcetext
-from castfind.cache import Cache, default_cache_dir
-from castfind.config import Config, load_config, merge
-from castfind.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set
-from castfind.cost import check as check_cost
-from castfind.discover import Package, check_root, package_roots
-from castfind.fsutil import OutputPathError, Owns, Protected, check_output_target, ensure_folder
-from castfind.gitref import RootAtRef
-from castfind.index import Index, ProgressFn
+from castfind.analysis import findings as fnd
+from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set
+from castfind.analysis.cost import check as check_cost
+from castfind.core import sourcetext
+from castfind.core.config import Config, load_config, merge
+from castfind.core.fsutil import OutputPathError, Owns, Protected, check_output_target, ensure_folder
+from castfind.core.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleError, RuleSet, load_rules, rule_files
+from castfind.core.scope import in_scope
+from castfind.core.types import Diagnostic, Finding
 from castfind.report import ScanReport, SourceCache
-from castfind.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleError, RuleSet, load_rules, rule_files
-from castfind.scope import in_scope
-from castfind.types import Diagnostic, Finding
+from castfind.store import gitref
+from castfind.store.cache import Cache, default_cache_dir
+from castfind.store.discover import Package, check_root, package_roots
+from castfind.store.gitref import RootAtRef
+from castfind.store.index import Index, ProgressFn
 
 if TYPE_CHECKING:
-    from castfind.checker import Explanation, StopTable
-    from castfind.memo import Memo
-    from castfind.scan import ScanOutcome
+    from castfind.analysis.checker import Explanation, StopTable
+    from castfind.analysis.scan import ScanOutcome
+    from castfind.store.memo import Memo
 
 __all__ = [
     "IndexOptions", "RunOutput", "ScanPlan", "ScanRequest", "ScanRun",
@@ -69,7 +70,7 @@ class IndexOptions:
 
 @dataclass(frozen=True)
 class CostRequest:
-    """The names a cost formula may be evaluated over (:mod:`castfind.cost`): ``--set NAME=VALUE``,
+    """The names a cost formula may be evaluated over (:mod:`castfind.analysis.cost`): ``--set NAME=VALUE``,
     ``--model-config`` (a Hugging Face ``config.json``), ``--kv-tokens``, ``--kv-cache-dtype``."""
 
     sets: tuple[tuple[str, str], ...] = ()
@@ -102,7 +103,7 @@ class ScanRequest:
     index: IndexOptions = field(default_factory=IndexOptions)
     cost: CostRequest = field(default_factory=CostRequest)
     #: The report files the caller will write: (option, path, what the document is, its ``owns`` check),
-    #: checked in :func:`plan` as ``write_baseline`` is (:func:`castfind.fsutil.check_output_target`).
+    #: checked in :func:`plan` as ``write_baseline`` is (:func:`castfind.core.fsutil.check_output_target`).
     outputs: tuple[tuple[str, str, str, Owns | None], ...] = ()
 
 
@@ -199,7 +200,7 @@ def open_index(
 ) -> Index:
     """Discover the files under ``roots`` and open the facts cache. Parses nothing yet.
 
-    Raises :class:`~castfind.fsutil.OutputPathError` when ``cache_dir`` cannot be used; when the
+    Raises :class:`~castfind.core.fsutil.OutputPathError` when ``cache_dir`` cannot be used; when the
     default cache folder cannot, the index runs without a cache and says so in a diagnostic.
     """
     for root in roots or ["."]:
@@ -256,10 +257,10 @@ def plan(request: ScanRequest) -> ScanPlan:
     report_exclude = () if request.include_tests else tuple(cfg.report_exclude)
     memo, memo_key, memo_seed, carried_out = None, None, None, None
     if index.cache is not None and request.demand and not request.explain:
-        from castfind import memo as carried
+        from castfind.store import memo as carried
 
         # Roots by name, not by absolute path: a moved or re-cloned checkout replays the same results.
-        # The report scope is part of the key: callers outside it do not count (castfind.callgraph).
+        # The report scope is part of the key: callers outside it do not count (castfind.analysis.callgraph).
         memo_key = carried.config_key(sorted(Path(r).resolve().name for r in roots), tuple(cfg.exclude), ruleset,
                                       report_exclude)
         if _whole_outcome(request, opts):
@@ -282,7 +283,7 @@ def plan(request: ScanRequest) -> ScanPlan:
 def _check_outputs(request: ScanRequest, cfg: Config, roots: tuple[str, ...]) -> None:
     """Every output (``write_baseline`` and ``request.outputs``) through one check, before anything is parsed:
     writable, not an input of this run, not a ``.py`` file under a root, not in the cache folder, and not an
-    existing file of another kind (:func:`castfind.fsutil.check_output_target`)."""
+    existing file of another kind (:func:`castfind.core.fsutil.check_output_target`)."""
     if not request.write_baseline and not request.outputs:
         return
     try:
@@ -305,7 +306,7 @@ def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
     if req.model_config is not None:
         import json
 
-        from castfind.inputs import InputError, read_input
+        from castfind.core.inputs import InputError, read_input
 
         try:
             doc = json.loads(read_input(req.model_config, "model-config"))
@@ -343,7 +344,7 @@ def _carried_outcome(index: Index, key: str) -> RunOutput | None:
     PERF: a warm scan of an unchanged tree then costs hashing the files and reading one row,
     not replaying (and decoding) every carried step.
     """
-    from castfind import memo as carried
+    from castfind.store import memo as carried
 
     doc = carried.load_for_tree(index, key)
     if doc is None:
@@ -376,7 +377,7 @@ def _load_config(request: ScanRequest) -> Config:
 
 def _check_only_files(paths: Sequence[str], roots: Sequence[str]) -> None:
     """``--only`` files must exist and lie inside a root, or nothing would be reported on them."""
-    from castfind.discover import DiscoveryError
+    from castfind.store.discover import DiscoveryError
 
     bases = {b for r in roots for b in (os.path.abspath(r), os.path.realpath(r))}
     for p in paths:
@@ -394,7 +395,7 @@ def run(scan_plan: ScanPlan) -> RunOutput:
     """The engine over the plan's index and rules (parsing happens here)."""
     if scan_plan.carried is not None:
         return scan_plan.carried
-    from castfind.scan import scan  # PERF: the engine (and networkx) only when the outcome is not carried
+    from castfind.analysis.scan import scan  # PERF: the engine (and networkx) only when the outcome is not carried
 
     only = set(scan_plan.only) if scan_plan.only is not None else None
     out = RunOutput.of(scan(scan_plan.index, scan_plan.ruleset, demand=scan_plan.demand, only=only,
@@ -414,7 +415,7 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
     memo, cache, key = scan_plan.memo, scan_plan.index.cache, scan_plan.memo_key
     if memo is None or cache is None or key is None:
         return
-    from castfind import memo as carried
+    from castfind.store import memo as carried
 
     if memo.dirty and not scan_plan.index.raced:  # a file edited during the run: nothing carried
         cache.put_memo(key, carried.dumps(memo.snapshot()))
@@ -424,7 +425,7 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
 
 def _store_outcome(scan_plan: ScanPlan, out: RunOutput, key: str) -> None:
     """The whole outcome under ``key``, with the digest of the tree it was computed on."""
-    from castfind import memo as carried
+    from castfind.store import memo as carried
 
     ids = carried.root_ids(scan_plan.index)
     carried.store_for_tree(scan_plan.index, key, {
@@ -481,11 +482,11 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
 
 
 class _IndexLookup:
-    """:class:`castfind.cost.Lookup` over the index: definitions by name (files found by identifier,
+    """:class:`castfind.analysis.cost.Lookup` over the index: definitions by name (files found by identifier,
     their facts from the cache), each name looked up once."""
 
     def __init__(self, index: Index) -> None:
-        from castfind.words import Words
+        from castfind.store.words import Words
 
         self.index = index
         self.words = Words(index)
@@ -513,11 +514,11 @@ def _checked(f: Finding, bound: Bindings) -> Finding:
 
 
 def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], list[Diagnostic]]:
-    """Each finding's static cost (:mod:`castfind.cost`), and a diagnostic per ``--set`` name no formula used.
+    """Each finding's static cost (:mod:`castfind.analysis.cost`), and a diagnostic per ``--set`` name no formula used.
 
     PERF: only findings are costed (after suppression and scope), each class and attribute once per run.
     """
-    from castfind import memo as carried
+    from castfind.store import memo as carried
 
     roots = carried.root_ids(scan_plan.index)
 
@@ -561,7 +562,7 @@ def _carried_costs(scan_plan: ScanPlan, wanted: list[tuple[str, str, int, int, s
     key = _cost_key(scan_plan)
     if key is None:
         return None
-    from castfind import memo as carried
+    from castfind.store import memo as carried
 
     doc = carried.load_for_tree(scan_plan.index, key)
     if doc is None:
@@ -576,7 +577,7 @@ def _store_costs(scan_plan: ScanPlan, got: tuple[dict[Any, Any], list[str]]) -> 
     key = _cost_key(scan_plan)
     if key is None:
         return
-    from castfind import memo as carried
+    from castfind.store import memo as carried
 
     carried.store_for_tree(scan_plan.index, key, {"costs": got[0], "unused": got[1]})
 
@@ -622,7 +623,7 @@ def _files_with_ignores(scan_plan: ScanPlan) -> set[str]:
     if only is not None or index.cache is None or scan_plan.memo_key is None:
         return read()
     key = scan_plan.memo_key + "-ignores"
-    from castfind import memo as carried
+    from castfind.store import memo as carried
 
     ids = carried.file_ids(index)
     doc = carried.load_for_tree(index, key)
@@ -656,7 +657,7 @@ def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, 
                        max_file_size=opts.max_file_size)
     memo, carried_out, slot = None, None, None
     if index.cache is not None and scan_plan.memo_key is not None:
-        from castfind import memo as carried
+        from castfind.store import memo as carried
 
         # REF's tree has its own outcome slot: a warm run against the same REF carries both trees.
         if not scan_plan.index_options.follow_installed:
@@ -693,9 +694,9 @@ def _join_traces(found: list[Finding], modules: Mapping[str, str], traces: Seque
     rule flagged; ``found`` itself when there are no traces (the runtime side is not imported)."""
     if not traces:
         return found
+    from castfind.core.types import TraceSite
     from castfind.runtime.join import join
     from castfind.runtime.trace import read_trace
-    from castfind.types import TraceSite
 
     sites: list[TraceSite] = []
     for t in traces:

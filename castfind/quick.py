@@ -6,7 +6,7 @@ parameter through a pydantic ``TypeAdapter``): a third of a second and more, sev
 carried answer costs. :func:`main` (what ``python -m castfind`` and the ``castfind`` script run)
 first tries the carried result: for a ``where`` or a ``scan`` whose arguments it reads with
 certainty (a strict subset of the command's options) and whose answer is carried
-(:func:`castfind.where.where`: the same query on the same tree and the same installed packages;
+(:func:`castfind.where.lookup.where`: the same query on the same tree and the same installed packages;
 :func:`castfind.api.carried_scan`: the same configuration on the same tree), it prints exactly what
 :mod:`castfind.cli` prints and returns its exit code. Anything else — another command, an option it
 does not know, a value it is unsure of, no cache, a cache notice, a result that is not carried —
@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from castfind.discover import parse_size
+from castfind.store.discover import parse_size
 
 #: Options taking a value, by spelling → field of :class:`_Args`.
 _VALUED = {"--root": "roots", "-r": "roots", "--exclude": "exclude", "--cache-dir": "cache_dir",
@@ -108,13 +108,13 @@ def _answer(args: list[str]) -> Printed | None:
 
 
 def _where(parsed: _Args) -> Printed | None:
-    from castfind.cache import Cache, default_cache_dir
-    from castfind.config import ConfigError, load_config
-    from castfind.discover import DiscoveryError, check_root
-    from castfind.fsutil import OutputPathError, ensure_folder
-    from castfind.index import Index
+    from castfind.core.config import ConfigError, load_config
+    from castfind.core.fsutil import OutputPathError, ensure_folder
     from castfind.report.where_text import where_output
-    from castfind.where_answer import WhereError, carried_answer
+    from castfind.store.cache import Cache, default_cache_dir
+    from castfind.store.discover import DiscoveryError, check_root
+    from castfind.store.index import Index
+    from castfind.where.answer import WhereError, carried_answer
 
     roots = list(parsed.roots)
     try:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from castfind.discover import discover
-from castfind.index import Index
-from castfind.rules import Rule, RuleSet
-from castfind.scan import scan
+from castfind.analysis.scan import scan
+from castfind.core.rules import Rule, RuleSet
+from castfind.store.discover import discover
+from castfind.store.index import Index
 
 
 def _findings(rules: RuleSet, code: str) -> dict[int, set[str]]:

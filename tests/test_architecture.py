@@ -74,20 +74,20 @@ def test_the_module_table_matches_the_code_and_imports_point_to_lower_layers() -
 
 
 def test_the_check_catches_an_upward_import_a_missing_module_and_a_stale_row() -> None:
-    layers = {"castfind.index": 5, "castfind.memo": 3, "castfind.gone": 1}
-    imports = {"castfind.index": {"castfind.memo"}, "castfind.memo": {"castfind.index"}, "castfind.new": set()}
+    layers = {"castfind.store.index": 5, "castfind.store.memo": 3, "castfind.gone": 1}
+    imports = {"castfind.store.index": {"castfind.store.memo"}, "castfind.store.memo": {"castfind.store.index"}, "castfind.new": set()}
     problems = check(layers, imports)
-    assert "castfind.memo (layer 3) imports castfind.index (layer 5): imports must point to a lower layer" in problems
+    assert "castfind.store.memo (layer 3) imports castfind.store.index (layer 5): imports must point to a lower layer" in problems
     assert "castfind.new is not in ARCHITECTURE.md's module table" in problems
     assert "ARCHITECTURE.md lists castfind.gone, which does not exist" in problems
-    assert not any(p.startswith("castfind.index (layer 5)") for p in problems)
+    assert not any(p.startswith("castfind.store.index (layer 5)") for p in problems)
 
 
 def test_type_checking_imports_do_not_count(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
-    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from castfind.index import Index\n"
+    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from castfind.store.index import Index\n"
                    "def f():\n    from castfind import scan\n")
-    assert runtime_imports(src, {"castfind.index", "castfind.scan"}) == {"castfind.scan"}
+    assert runtime_imports(src, {"castfind.store.index", "castfind.analysis.scan"}) == {"castfind.analysis.scan"}
 
 
 @pytest.mark.parametrize("doc", ["README.md", "ARCHITECTURE.md"])

@@ -109,7 +109,7 @@ def test_the_text_summary_says_how_many_were_there_already(repo: Path) -> None:
 
 
 def test_the_tree_at_a_commit_is_exported_once_as_copies_and_few_are_kept(repo: Path, tmp_path: Path) -> None:
-    from castfind import gitref
+    from castfind.store import gitref
 
     store = tmp_path / "refs"
     at = gitref.resolve([str(repo)], "HEAD~1")

@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 
-from castfind.cache import Cache
+from castfind.store.cache import Cache
 from tests.support import REPO
 
 FIX = REPO / "fixtures" / "scan"
@@ -48,8 +48,8 @@ B = "def f(kv):\n    return kv.half()  # edited while the scan ran\n"
 
 def _rows_match_their_keys(cache: Cache, paths: list) -> None:
     """Every facts row holds the facts of the bytes its key names (the extract of those very bytes)."""
-    from castfind.cache import content_key, decode_facts
-    from castfind.extract import extract_source
+    from castfind.read.extract import extract_source
+    from castfind.store.cache import content_key, decode_facts
 
     conn = sqlite3.connect(cache.path)
     rows = dict(conn.execute("SELECT key, data FROM facts"))
@@ -63,7 +63,7 @@ def _rows_match_their_keys(cache: Cache, paths: list) -> None:
 
 def test_a_file_edited_between_the_read_and_the_workers_parse_caches_the_bytes_read(tmp_path, monkeypatch):
     """The main process reads and keys the bytes; the worker extracts those bytes, not the file as it is now."""
-    from castfind.index import Index
+    from castfind.store.index import Index
 
     for i in range(3):
         (tmp_path / f"m{i}.py").write_text(A)
@@ -75,15 +75,15 @@ def test_a_file_edited_between_the_read_and_the_workers_parse_caches_the_bytes_r
     with index.parsing():
         facts = index.load_files(index.files)
     assert [c.method for f in facts for c in f.casts] == ["float"] * 3  # the bytes read
-    assert set(keys) == {__import__("castfind.cache").cache.content_key(A.encode())}
+    assert set(keys) == {__import__("castfind.store.cache").cache.content_key(A.encode())}
     _rows_match_their_keys(cache, [])
 
 
 def test_a_file_edited_after_its_stat_was_trusted_caches_under_its_own_bytes(tmp_path):
     """The stat index names a key without reading; an edit between discovery and the read must not store
     the new bytes' facts under the old key, and the run stores no carried result."""
-    from castfind.cache import content_digest
-    from castfind.index import Index, _stat_of
+    from castfind.store.cache import content_digest
+    from castfind.store.index import Index, _stat_of
 
     path = tmp_path / "m.py"
     path.write_text(A)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from castfind import codec
-from castfind.cache import Cache, decode_facts, encode_facts
-from castfind.extract import extract_source
+from castfind.read import codec
+from castfind.read.extract import extract_source
+from castfind.store.cache import Cache, decode_facts, encode_facts
 from tests.support import REPO, run_castfind
 
 FIX = REPO / "fixtures" / "scan"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from castfind.callgraph import WEAK_FANOUT, CallGraph
-from castfind.discover import discover
-from castfind.index import Index
-from castfind.resolve import Resolver
-from castfind.rules import load_rules
-from castfind.scan import scan
+from castfind.analysis.callgraph import WEAK_FANOUT, CallGraph
+from castfind.analysis.resolve import Resolver
+from castfind.analysis.scan import scan
+from castfind.core.rules import load_rules
+from castfind.store.discover import discover
+from castfind.store.index import Index
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -95,7 +95,7 @@ def test_buffer_attributes_count_only_as_attribute_access():
     assert not words.search(b"def f(weight, kv_buffer):\n    return weight.float()")
 
 
-# -- typed dispatch (castfind.receivers) ------------------------------------------------------------
+# -- typed dispatch (castfind.analysis.receivers) ------------------------------------------------------------
 
 DISPATCH = Path(__file__).resolve().parent.parent / "fixtures" / "dispatch"
 P = "dispatchpkg"

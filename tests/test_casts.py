@@ -1,4 +1,4 @@
-"""castfind.casts is the one table of cast methods: the extractor, the rules and the runtime read it.
+"""castfind.core.casts is the one table of cast methods: the extractor, the rules and the runtime read it.
 
 Adding a method is one line there plus a rule that names it (with its examples); a ``casts:`` key in a
 rule file can only override a known method, never add one that castfind would not extract.
@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-from castfind import casts, versions
-from castfind.casts import CastMethod
-from castfind.extract import extract_source
-from castfind.rules import RuleError, load_rules, validate
+from castfind.core import casts, versions
+from castfind.core.casts import CastMethod
+from castfind.core.rules import RuleError, load_rules, validate
+from castfind.read.extract import extract_source
 from castfind.ruletest import check_rule
 from castfind.runtime.source import SourceIndex, methods_for
 

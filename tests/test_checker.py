@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from castfind.callgraph import CallGraph
-from castfind.checker import Checker, Explanation, cast_dtype, is_once, once_reason, tally_stops
-from castfind.discover import discover
-from castfind.extract import extract_source
-from castfind.facts import Cast, FileFacts
-from castfind.index import Index
-from castfind.provenance import Provenance, Stop
-from castfind.resolve import Resolver
-from castfind.rules import RuleSet, load_rules
-from castfind.types import Finding
+from castfind.analysis.callgraph import CallGraph
+from castfind.analysis.checker import Checker, Explanation, cast_dtype, is_once, once_reason, tally_stops
+from castfind.analysis.provenance import Provenance, Stop
+from castfind.analysis.resolve import Resolver
+from castfind.core.rules import RuleSet, load_rules
+from castfind.core.types import Finding
+from castfind.read.extract import extract_source
+from castfind.read.facts import Cast, FileFacts
+from castfind.store.discover import discover
+from castfind.store.index import Index
 from tests.support import OVERLAPPING_KV_RULE, why_on_line
 
 RULES = load_rules()
@@ -85,7 +85,7 @@ HOT = {"Backend.step": ("m.Backend.forward", "m.Backend.step")}
     ("x.half()", "float16"),
     ("x.bfloat16()", "bfloat16"),
     ("buf.copy_(x)", "the destination dtype"),
-    ("x.int()", "int32"),  # its dtype comes from castfind.casts, though no default rule names .int()
+    ("x.int()", "int32"),  # its dtype comes from castfind.core.casts, though no default rule names .int()
 ])
 def test_cast_dtype(call: str, dtype: str | None) -> None:
     assert cast_dtype(RULES, cast_of(f"y = {call}\n")) == dtype

@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from castfind import api, cli
-from castfind.findings import fingerprint
+from castfind.analysis.findings import fingerprint
+from castfind.core.types import Diagnostic, Finding, Runtime
 from castfind.report import ReportContext, ScanReport, github, gitlab, junit, markdown, registry
-from castfind.types import Diagnostic, Finding, Runtime
 from tests.support import REPO
 
 FIX = REPO / "fixtures" / "scan" / "minisrv"

@@ -53,12 +53,12 @@ def umask() -> Iterator[None]:
 @pytest.fixture
 def no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the scan itself blow up, so a test shows its check ran before the (long) scan."""
-    import castfind.scan
+    import castfind.analysis.scan
 
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("the scan ran before the output paths were checked")
 
-    monkeypatch.setattr(castfind.scan, "scan", boom)
+    monkeypatch.setattr(castfind.analysis.scan, "scan", boom)
 
 
 runner = CliRunner()
@@ -254,9 +254,9 @@ def test_an_internal_error_is_one_line_exit_2(monkeypatch: pytest.MonkeyPatch, c
                                               name: str) -> None:
     monkeypatch.delenv("CASTFIND_DEBUG", raising=False)
     if target == "load_rules":
-        import castfind.rules
+        import castfind.core.rules
 
-        monkeypatch.setattr(castfind.rules, "load_rules", _raise)
+        monkeypatch.setattr(castfind.core.rules, "load_rules", _raise)
     else:
         monkeypatch.setattr(api, target, _raise)
     r = runner.invoke(cli.app, command)

@@ -1,4 +1,4 @@
-"""[tool.castfind] loading, validation and command-line merging (castfind.config)."""
+"""[tool.castfind] loading, validation and command-line merging (castfind.core.config)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from castfind.config import Config, ConfigError, config_problems, load_config, merge
+from castfind.core.config import Config, ConfigError, config_problems, load_config, merge
 
 
 def write(root: Path, text: str) -> Path:

@@ -1,5 +1,5 @@
 """A scanned repository's ``[tool.castfind]`` paths stay inside the repository: a path that leaves it is
-refused in one line naming the key, and no file outside it is read or quoted (castfind.config)."""
+refused in one line naming the key, and no file outside it is read or quoted (castfind.core.config)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from castfind.config import ConfigError, load_config
+from castfind.core.config import ConfigError, load_config
 from tests.support import run_castfind
 
 SECRET = "root:$6$SECRETHASH:19000:0:99999:7:::"

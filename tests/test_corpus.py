@@ -104,9 +104,9 @@ def test_scan_keeps_batch_casts_quiet(sglang_scan):
 
 def test_demand_driven_scan_equals_eager_scan_on_sglang(corpus, corpus_cache):
     """Parsing only the files that can matter gives the same findings as considering every file."""
+    from castfind.analysis.scan import scan
     from castfind.api import open_index
-    from castfind.rules import load_rules
-    from castfind.scan import scan
+    from castfind.core.rules import load_rules
 
     rules = load_rules()
 
@@ -161,8 +161,8 @@ def _lazy_tables(init) -> tuple[dict[str, str | None], set[str]]:
 
 
 def test_every_lazily_exported_name_of_flashinfer_fused_moe_and_mla_resolves(corpus, corpus_cache):
+    from castfind.analysis.resolve import Resolver
     from castfind.api import open_index
-    from castfind.resolve import Resolver
 
     index = open_index([str(corpus["flashinfer"])], cache_dir=corpus_cache, jobs=1)
     r = Resolver(index)

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from castfind import api, cli, codec
-from castfind.cost import DTYPE_BYTES, MAX_TEXT, Bindings, CostModel, Evaluator, Unknown, bindings, judged, small_by_construction
-from castfind.cost import check as check_cost
-from castfind.extract import extract_source
-from castfind.findings import rank
-from castfind.rules import RuleError, load_rules, validate
-from castfind.types import Cost, Finding, Runtime
+from castfind import api, cli
+from castfind.analysis.cost import DTYPE_BYTES, MAX_TEXT, Bindings, CostModel, Evaluator, Unknown, bindings, judged, small_by_construction
+from castfind.analysis.cost import check as check_cost
+from castfind.analysis.findings import rank
+from castfind.core.rules import RuleError, load_rules, validate
+from castfind.core.types import Cost, Finding, Runtime
+from castfind.read import codec
+from castfind.read.extract import extract_source
 from tests.support import REPO
 
 FIX = REPO / "fixtures" / "cost"
@@ -503,7 +504,7 @@ def test_verdicts_are_carried_with_the_costs(tmp_path: Path) -> None:
 def test_cost_reads_the_buffer_off_provenances_walk() -> None:
     """Issue 33: one walk back. The cost stage names the buffer provenance's walk ended at (its Trail: the
     steps, then ``self.kv_buffer``), with the index and the dtype view the walk stepped through."""
-    from castfind.provenance import Origin, Provenance
+    from castfind.analysis.provenance import Origin, Provenance
 
     src = (b"import torch\n"
            b"class Pool:\n"

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from castfind.cstwalk import TokenWalker, walk
+from castfind.read.cstwalk import TokenWalker, walk
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,7 +73,7 @@ def test_positions_match_libcst_on_the_project_sources() -> None:
 
 
 def test_the_unvalidated_parse_builds_the_same_tree_as_libcst() -> None:
-    from castfind.cstwalk import parse_module
+    from castfind.read.cstwalk import parse_module
 
     files = sorted((REPO / "castfind").rglob("*.py")) + sorted((REPO / "fixtures").rglob("*.py"))
     same = 0
@@ -92,7 +92,7 @@ def test_the_unvalidated_parse_builds_the_same_tree_as_libcst() -> None:
 
 
 def test_validation_is_back_after_an_unvalidated_parse_even_one_that_failed() -> None:
-    from castfind.cstwalk import parse_module
+    from castfind.read.cstwalk import parse_module
 
     with pytest.raises(cst.ParserSyntaxError):
         parse_module(b"def f(:\n")

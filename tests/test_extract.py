@@ -6,10 +6,10 @@ import ast
 
 import pytest
 
-from castfind.discover import discover
-from castfind.extract import MAX_DEPTH, extract_source
-from castfind.facts import Attr, Cast, Name, Other
-from castfind.index import Index
+from castfind.read.extract import MAX_DEPTH, extract_source
+from castfind.read.facts import Attr, Cast, Name, Other
+from castfind.store.discover import discover
+from castfind.store.index import Index
 
 
 def _casts(src: str) -> tuple[Cast, ...]:
@@ -314,7 +314,7 @@ def test_a_tree_exactly_max_depth_deep_is_analysed_one_level_more_is_unsupported
 
 
 def test_the_depth_walk_agrees_with_ast_iter_child_nodes_on_the_project_sources() -> None:
-    from castfind.extract import _tree_depth
+    from castfind.read.extract import _tree_depth
     from tests.support import REPO
 
     checked = 0

@@ -1,4 +1,4 @@
-"""Ranking, inline suppression, fingerprints, baseline and exit codes (castfind.findings)."""
+"""Ranking, inline suppression, fingerprints, baseline and exit codes (castfind.analysis.findings)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from castfind.findings import (
+from castfind.analysis.findings import (
     Baseline,
     BaselineEntry,
     BaselineError,
@@ -26,7 +26,7 @@ from castfind.findings import (
     suppressed,
     write_baseline,
 )
-from castfind.types import Finding, Runtime
+from castfind.core.types import Finding, Runtime
 
 
 def mk(

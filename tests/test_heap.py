@@ -1,4 +1,4 @@
-"""castfind.heap: the survivors of full collections are frozen while a scan runs, and given back after."""
+"""castfind.core.heap: the survivors of full collections are frozen while a scan runs, and given back after."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from castfind.heap import survivors_frozen
+from castfind.core.heap import survivors_frozen
 
 
 class _Node:
@@ -67,7 +67,7 @@ def test_a_process_that_froze_objects_itself_is_left_alone() -> None:
 
 
 def test_a_parsing_worker_runs_with_the_collector_thresholds_set_for_parsing() -> None:
-    from castfind.workers import WORKER_GC_THRESHOLDS, new_pool
+    from castfind.store.workers import WORKER_GC_THRESHOLDS, new_pool
 
     assert WORKER_GC_THRESHOLDS[0] > gc.get_threshold()[0]  # fewer young collections than the default
     with new_pool(1) as pool:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from castfind.discover import discover
-from castfind.index import Index
-from castfind.workers import extract_in_pool, extract_job
+from castfind.store.discover import discover
+from castfind.store.index import Index
+from castfind.store.workers import extract_in_pool, extract_job
 from tests.support import REPO
 
 
@@ -37,7 +37,7 @@ def test_a_worker_crash_becomes_a_diagnostic_and_the_other_files_are_extracted(t
     files, jobs = _with_boom(tmp_path, 30)
     got = extract_in_pool(jobs, list(range(len(files))), 2, work=crash_on_boom)
     assert sorted(got) == list(range(len(files)))
-    from castfind.cache import decode_facts
+    from castfind.store.cache import decode_facts
 
     facts = {sf.path: got[i][0] for i, sf in enumerate(files)}
     assert all(decode_facts(got[i][1]) == got[i][0] for i in got)
@@ -96,7 +96,7 @@ def test_workers_die_with_a_killed_scan(tmp_path: Path, sig: int) -> None:
 
 
 def test_a_kept_pool_survives_a_crash_and_serves_the_next_batch(tmp_path: Path) -> None:
-    from castfind.workers import Workers
+    from castfind.store.workers import Workers
 
     files, jobs = _with_boom(tmp_path, 6)
     kept = Workers(2)
@@ -149,8 +149,8 @@ def test_in_batches_gives_what_one_at_a_time_gives(tmp_path: Path) -> None:
 
 
 def test_a_stopped_computation_leaves_no_pending_value_behind(tmp_path: Path) -> None:
-    from castfind.index import NotLoaded
-    from castfind.memo import Tracker
+    from castfind.store.index import NotLoaded
+    from castfind.store.memo import Tracker
 
     tracker = Tracker()
     calls = []
@@ -236,7 +236,7 @@ def test_files_parsed_ahead_and_never_asked_for_do_not_hold_up_the_end_of_the_sc
 
 
 def test_parse_ahead_without_a_kept_pool_or_for_cached_files_starts_nothing(tmp_path: Path) -> None:
-    from castfind.cache import Cache
+    from castfind.store.cache import Cache
 
     files = _ahead_files(tmp_path / "src", 3)
     index = Index(files, jobs=2)

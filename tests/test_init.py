@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from castfind.config import Config, load_config
+from castfind.core.config import Config, load_config
 from castfind.init import PRECOMMIT_SNIPPET, STARTER_SECTION, init
 from tests.support import run_castfind
 

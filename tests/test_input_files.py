@@ -1,5 +1,5 @@
 """Input files are regular files of bounded size: a FIFO, a device or a gzip bomb fails in one line (exit 2),
-never a hang or a MemoryError (castfind.inputs)."""
+never a hang or a MemoryError (castfind.core.inputs)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from castfind.inputs import InputError, gunzip, read_input
+from castfind.core.inputs import InputError, gunzip, read_input
 from tests.support import run_castfind
 
 KV = "def forward_decode(self, q):\n    return self.token_to_kv_pool.get_key_buffer(0).to(q.dtype)\n"

@@ -1,4 +1,4 @@
-"""Carried results (castfind.memo): a warm scan replays, and always equals a fresh scan after edits."""
+"""Carried results (castfind.store.memo): a warm scan replays, and always equals a fresh scan after edits."""
 
 from __future__ import annotations
 
@@ -137,9 +137,9 @@ def test_parse_errors_are_still_reported_when_results_are_replayed(tree, tmp_pat
 
 def test_tree_digest_is_computed_once_per_set_of_files_and_follows_added_files(tree, tmp_path):
     """The digest is reused while the index holds the same files (PERF), and changes when one is added."""
-    from castfind import memo
-    from castfind.discover import SourceFile
     from castfind.pipeline import open_index
+    from castfind.store import memo
+    from castfind.store.discover import SourceFile
 
     extra = tmp_path / "site" / "extra.py"
     extra.parent.mkdir()
@@ -153,7 +153,7 @@ def test_tree_digest_is_computed_once_per_set_of_files_and_follows_added_files(t
 
 
 def test_dependency_sets_are_stored_once_and_read_back_equal():
-    from castfind.memo import Tracker, _pack_steps, _unpack_steps
+    from castfind.store.memo import Tracker, _pack_steps, _unpack_steps
 
     a = frozenset({"/r/a.py", "/r/b.py", "q:('x',)"})
     b = frozenset({"/r/b.py"})
@@ -167,9 +167,9 @@ def test_dependency_sets_are_stored_once_and_read_back_equal():
 
 
 def test_a_memo_with_a_damaged_dependency_table_means_computing_everything(tmp_path):
-    from castfind.discover import discover
-    from castfind.index import Index
-    from castfind.memo import MEMO_VERSION, Memo
+    from castfind.store.discover import discover
+    from castfind.store.index import Index
+    from castfind.store.memo import MEMO_VERSION, Memo
 
     (tmp_path / "m.py").write_text("x = 1\n")
     index = Index(discover([str(tmp_path)]), jobs=1)

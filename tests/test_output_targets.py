@@ -1,4 +1,4 @@
-"""Every output option goes through one check before the scan (castfind.fsutil.check_output_target): an output
+"""Every output option goes through one check before the scan (castfind.core.fsutil.check_output_target): an output
 aimed at an input of the run, a .py file under a scanned root, the cache, or an existing file of another kind is
 refused in one line (exit 2) and nothing is written; castfind's own earlier output is replaced as before."""
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from castfind import api, pipeline
-from castfind.discover import DiscoveryError
-from castfind.findings import BaselineError
+from castfind.analysis.findings import BaselineError
+from castfind.core.rules import MEASURED_CAST, load_rules
 from castfind.pipeline import IndexOptions, RunOutput, ScanPlan, ScanRequest
-from castfind.rules import MEASURED_CAST, load_rules
+from castfind.store.discover import DiscoveryError
 from tests.support import REPO
 
 FIX = REPO / "fixtures" / "scan" / "minisrv"

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from castfind.extract import extract_source
-from castfind.facts import Subscript
-from castfind.provenance import Origin, Provenance, Stop
-from castfind.rules import load_rules
+from castfind.analysis.provenance import Origin, Provenance, Stop
+from castfind.core.rules import load_rules
+from castfind.read.extract import extract_source
+from castfind.read.facts import Subscript
 
 RULES = load_rules()
 PARAMS = "self, layer, layer_id, start_layer, kv_indices, bs, offset, k_buffer, t"
@@ -364,7 +364,7 @@ def test_exclusive_branches_agree_with_their_definition_on_the_project_sources()
     """``_exclusive`` (which stops early) against its definition: some ``if`` holds one line in its body and
     the other in its ``else``, in either order. Every pair of lines at or beside a branch's ends, in files with
     nested ifs and elif chains."""
-    from castfind.provenance import _exclusive
+    from castfind.analysis.provenance import _exclusive
     from tests.support import REPO
 
     def brute(facts, a: int, b: int) -> bool:

@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from castfind.discover import discover
-from castfind.index import Index
-from castfind.rules import load_rules
-from castfind.scan import scan
+from castfind.analysis.scan import scan
+from castfind.core.rules import load_rules
+from castfind.store.discover import discover
+from castfind.store.index import Index
 from tests.support import REPO
 
 FIX = REPO / "fixtures" / "provenance"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from castfind import __version__
-from castfind.findings import BaselineEntry, fingerprint
+from castfind.analysis.findings import BaselineEntry, fingerprint
+from castfind.core.types import Diagnostic, Finding, Runtime
 from castfind.report import ScanReport, SourceCache, sarif, text
 from castfind.report import json as json_report
-from castfind.types import Diagnostic, Finding, Runtime
 
 MiB = 1024 * 1024
 

@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from castfind import api, cli
+from castfind.core.rules import MEASURED_CAST, load_rules
 from castfind.report import ReportContext, ScanReport, SourceCache, registry, sarif, text
 from castfind.report import json as json_report
 from castfind.report.registry import Reporter
-from castfind.rules import MEASURED_CAST, load_rules
 from tests.support import REPO
 
 FIX = REPO / "fixtures" / "scan" / "minisrv"
@@ -64,7 +64,7 @@ def test_cf900_is_defined_once() -> None:
     literal = '"CF900"'
     holders = [p.relative_to(REPO).as_posix() for p in sorted((REPO / "castfind").rglob("*.py"))
                if literal in p.read_text(encoding="utf-8")]
-    assert holders == ["castfind/rules.py"]
+    assert holders == ["castfind/core/rules.py"]
 
 
 def test_register_wraps_a_plain_render_function(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from castfind.rules import RuleError, load_rules, validate
+from castfind.core.rules import RuleError, load_rules, validate
 from castfind.ruletest import check_rule
 from tests.support import OVERLAPPING_KV_RULE, why_on_line
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from castfind.rules import RuleError, load_rules, validate
+from castfind.core.rules import RuleError, load_rules, validate
 
 # (YAML text, line, key, a word of the reason)
 CASES = {

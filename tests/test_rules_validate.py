@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from castfind.rules import RuleError, glob_match, glob_regex, identifier_tokens, load_rules, validate
+from castfind.core.rules import RuleError, glob_match, glob_regex, identifier_tokens, load_rules, validate
 
 # A valid rule (kv-cache, `.to()`, hot) whose fields the cases below break one at a time.
 RULE = """\
@@ -313,7 +313,7 @@ def test_buffer_attribute_patterns_do_not_depend_on_fnmatch_translate(monkeypatc
 
 def test_a_rule_file_named_twice_is_read_once(tmp_path):
     """`castfind rules validate --rules rules/` names the default folder again: not 4 duplicate ids."""
-    from castfind.rules import default_rule_dir
+    from castfind.core.rules import default_rule_dir
 
     rs, errors = validate([default_rule_dir(), default_rule_dir() / "castfind.yaml"])
     assert errors == [] and rs is not None
@@ -368,7 +368,7 @@ def test_buffer_words_match_where_the_one_pattern_they_replace_matched():
     single pattern of both matched: crafted edges and every project source and fixture."""
     import re
 
-    from castfind.rules import glob_regex
+    from castfind.core.rules import glob_regex
     from tests.support import REPO
 
     rs = load_rules(include_default=True)

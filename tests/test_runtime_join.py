@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from castfind.core.types import Finding, Runtime, TraceSite
 from castfind.runtime.join import join, root_holding, severity_for
-from castfind.types import Finding, Runtime, TraceSite
 
 MIB = 1024 * 1024
 ROOT = "/src/sglang"

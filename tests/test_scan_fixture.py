@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 
-from castfind.discover import discover
-from castfind.index import Index
-from castfind.rules import load_rules
-from castfind.scan import scan
+from castfind.analysis.scan import scan
+from castfind.core.rules import load_rules
+from castfind.store.discover import discover
+from castfind.store.index import Index
 from tests.support import REPO, run_castfind
 
 FIX = REPO / "fixtures" / "scan"

@@ -1,4 +1,4 @@
-"""Report scope and checkouts (castfind.scope, discover.package_roots): tests and benchmarks are
+"""Report scope and checkouts (castfind.core.scope, discover.package_roots): tests and benchmarks are
 indexed but not reported by default; every package of a checkout is found and named right."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from castfind import api
-from castfind.config import ConfigError, load_config
-from castfind.discover import Package, describe_packages, discover, package_roots
+from castfind.core.config import ConfigError, load_config
+from castfind.core.scope import DEFAULT_REPORT_EXCLUDE, excluded_by, in_scope
 from castfind.report import ScanReport
 from castfind.report import text as text_report
-from castfind.scope import DEFAULT_REPORT_EXCLUDE, excluded_by, in_scope
+from castfind.store.discover import Package, describe_packages, discover, package_roots
 from tests.support import REPO, run_castfind
 
 CHECKOUT = REPO / "fixtures" / "checkout"
@@ -205,9 +205,9 @@ def test_a_whole_buffer_a_test_hands_to_production_code_does_not_count(tmp_path:
 
 def test_two_scans_of_one_index_with_other_scopes_do_not_share_answers(tmp_path: Path) -> None:
     """The resolver's per-index answers outlive a scan; what callers hand is each scan's own."""
-    from castfind.index import Index
-    from castfind.rules import load_rules
-    from castfind.scan import scan
+    from castfind.analysis.scan import scan
+    from castfind.core.rules import load_rules
+    from castfind.store.index import Index
 
     for rel, text in HANDED_BY_A_TEST.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -7,9 +7,9 @@ import os
 import time
 from pathlib import Path
 
-from castfind.cache import Cache, content_key
-from castfind.discover import discover
-from castfind.index import Index
+from castfind.store.cache import Cache, content_key
+from castfind.store.discover import discover
+from castfind.store.index import Index
 
 
 def _tree(tmp_path, n=5):

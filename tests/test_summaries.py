@@ -1,4 +1,4 @@
-"""Provenance across calls (castfind.summaries): parameters walked back to what callers pass, helpers
+"""Provenance across calls (castfind.analysis.summaries): parameters walked back to what callers pass, helpers
 whose result is a full-size derivation of an argument, and the forward step that finds a callee file
 with no buffer word. Each cast line of ``fixtures/calls`` says ``# flag: RULE`` or ``# quiet``.
 """
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from castfind.analysis.scan import scan
+from castfind.analysis.summaries import argument, is_bound
 from castfind.api import scan as api_scan
-from castfind.discover import discover
-from castfind.facts import Const, Definition, Name
-from castfind.index import Index
-from castfind.rules import load_rules
-from castfind.scan import scan
-from castfind.summaries import argument, is_bound
-from castfind.textquery import predicate
+from castfind.core.rules import load_rules
+from castfind.read.facts import Const, Definition, Name
+from castfind.store.discover import discover
+from castfind.store.index import Index
+from castfind.store.textquery import predicate
 from tests.support import REPO
 
 FIX = REPO / "fixtures" / "calls"
@@ -204,12 +204,12 @@ def test_a_layer_that_casts_nothing_still_hands_its_cache_on(findings: list) -> 
 def test_a_file_stopped_at_an_unparsed_callee_goes_on_from_the_stopped_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """Index.in_batches asks a file's handoffs again once the callee's file is parsed: the same handoffs as
     with every file parsed up front, and no argument's provenance walked twice."""
-    from castfind.callgraph import CallGraph
-    from castfind.memo import Memo
-    from castfind.provenance import Provenance
-    from castfind.resolve import Resolver
-    from castfind.summaries import Summaries
-    from castfind.textquery import TextQueries
+    from castfind.analysis.callgraph import CallGraph
+    from castfind.analysis.provenance import Provenance
+    from castfind.analysis.resolve import Resolver
+    from castfind.analysis.summaries import Summaries
+    from castfind.store.memo import Memo
+    from castfind.store.textquery import TextQueries
 
     def run(parse_first: bool) -> tuple[list, int, int]:
         index = Index(discover([str(FIX)]), jobs=1)

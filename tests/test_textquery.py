@@ -1,4 +1,4 @@
-"""Text queries (castfind.textquery): which files can call a function, decided from their bytes."""
+"""Text queries (castfind.store.textquery): which files can call a function, decided from their bytes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from castfind.discover import SourceFile
-from castfind.textquery import CallShape, call_shape, calls_predicate
+from castfind.store.discover import SourceFile
+from castfind.store.textquery import CallShape, call_shape, calls_predicate
 
 FILES = {
     # a dotted call reaches a method of any module
@@ -66,10 +66,10 @@ def test_one_shape_per_file_serves_every_module_that_defines_the_name() -> None:
 
 
 def test_text_queries_share_shapes_by_name_within_a_run(tmp_path: Path) -> None:
-    from castfind.index import Index
-    from castfind.memo import Memo
-    from castfind.rules import load_rules
-    from castfind.textquery import TextQueries
+    from castfind.core.rules import load_rules
+    from castfind.store.index import Index
+    from castfind.store.memo import Memo
+    from castfind.store.textquery import TextQueries
 
     for path, data in FILES.items():
         (tmp_path / path).write_bytes(data)
@@ -84,10 +84,10 @@ def test_text_queries_share_shapes_by_name_within_a_run(tmp_path: Path) -> None:
 
 
 def test_a_file_naming_a_pool_is_a_handoff_source_without_a_cast(tmp_path: Path) -> None:
-    from castfind.index import Index
-    from castfind.memo import Memo
-    from castfind.rules import load_rules
-    from castfind.textquery import TextQueries
+    from castfind.core.rules import load_rules
+    from castfind.store.index import Index
+    from castfind.store.memo import Memo
+    from castfind.store.textquery import TextQueries
 
     files = {
         # hands one engine's cache on and casts nothing itself
@@ -130,8 +130,8 @@ def test_defines_answers_as_the_patterns_it_replaces(name: str) -> None:
     """The shared per-file table of `def` names gives what the unanchored, then anchored, pattern gave."""
     import re
 
-    from castfind.rules import load_rules
-    from castfind.textquery import def_line, def_lines, predicate
+    from castfind.core.rules import load_rules
+    from castfind.store.textquery import def_line, def_lines, predicate
 
     quick = re.compile(rb"def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]")
     anchored = def_line(name)

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_runtime_helpers import GPU_PROFILE
 
+from castfind.core.types import TraceSite
 from castfind.runtime.chrome import parse_chrome_trace
 from castfind.runtime.profiler import import_profile
 from castfind.runtime.trace import TraceError, format_bytes, parse_trace, read_trace, write_trace
-from castfind.types import TraceSite
 
 HEADER = {"castfind_trace": 1, "torch": "2.13.0", "devices": ["cpu"], "wall_s": 1.5, "steps": 2, "source": "test"}
 SITE = TraceSite(

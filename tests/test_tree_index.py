@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from castfind import discover as disc
-from castfind.cache import Cache, content_key
-from castfind.index import Index
+from castfind.store import discover as disc
+from castfind.store.cache import Cache, content_key
+from castfind.store.index import Index
 
 EXCLUDE = ("*_skip.py", "pkg/excluded/*")
 
@@ -106,7 +106,7 @@ def test_a_damaged_tree_index_means_a_fresh_walk(tmp_path: Path) -> None:
 
 
 def test_an_edited_file_is_hashed_once_then_known(tmp_path: Path, monkeypatch) -> None:
-    import castfind.index as idx
+    import castfind.store.index as idx
 
     monkeypatch.setattr(disc, "RACY_NS", 50_000_000)
     monkeypatch.setattr(idx, "_RACY_NS", 50_000_000)
@@ -131,7 +131,7 @@ def test_an_edited_file_is_hashed_once_then_known(tmp_path: Path, monkeypatch) -
 
 def _digest(root: Path, cache_dir: Path, exclude: tuple[str, ...] = EXCLUDE) -> tuple[str, str | None]:
     """(the tree digest, the one the tree indexes held) after one run that saves its tree indexes."""
-    from castfind import memo
+    from castfind.store import memo
 
     cache = Cache(cache_dir)
     try:

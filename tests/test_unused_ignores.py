@@ -8,8 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from castfind import cli
-from castfind.findings import suppressions_in
-from castfind.rules import UNUSED_SUPPRESSION
+from castfind.analysis.findings import suppressions_in
+from castfind.core.rules import UNUSED_SUPPRESSION
 
 runner = CliRunner()
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from castfind.discover import discover
-from castfind.index import Index
-from castfind.resolve import Resolver
-from castfind.where import where
+from castfind.analysis.resolve import Resolver
+from castfind.store.discover import discover
+from castfind.store.index import Index
+from castfind.where.lookup import where
 
 
 def _index(*roots: Path | str) -> Index:

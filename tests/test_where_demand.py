@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from castfind.discover import discover
-from castfind.index import Index
-from castfind.where import where
+from castfind.store.discover import discover
+from castfind.store.index import Index
+from castfind.where.lookup import where
 from tests.support import REPO
 
 
@@ -166,7 +166,7 @@ def test_where_parse_budget_names_the_files_it_left_unsearched(tmp_path):
 
 
 def test_where_parse_budget_spares_files_already_cached(tmp_path):
-    from castfind.cache import Cache
+    from castfind.store.cache import Cache
 
     _budget_tree(tmp_path, callers=6, pad=2000)
     cache = Cache(tmp_path / "cache")
@@ -209,7 +209,7 @@ _TRICKY = [
 
 def test_the_where_text_filters_answer_as_a_plain_search_does():
     """The pre-filters search only near the names; their answer is a whole-text search's."""
-    from castfind.where import _alias_text, _binding_text, _call_text
+    from castfind.where.lookup import _alias_text, _binding_text, _call_text
 
     root = REPO
     texts = _TRICKY + [p.read_bytes() for p in sorted((root / "castfind").rglob("*.py"))] \

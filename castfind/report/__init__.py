@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from castfind import sourcetext
-from castfind.types import Diagnostic, Finding
+from castfind.core import sourcetext
+from castfind.core.types import Diagnostic, Finding
 
 if TYPE_CHECKING:
-    from castfind.findings import BaselineEntry
+    from castfind.analysis.findings import BaselineEntry
 
 __all__ = ["Render", "ReportContext", "RuleCount", "RuleDescription", "RuleInfo", "ScanReport", "SourceCache", "SourceLine",
            "Statistics", "display_path"]
@@ -29,7 +29,7 @@ SourceLine = Callable[[str, str, int], "str | None"]
 
 
 class RuleInfo(Protocol):
-    """What a reporter may say about a rule. :class:`castfind.rules.Rule` is one, so reporters
+    """What a reporter may say about a rule. :class:`castfind.core.rules.Rule` is one, so reporters
     describe rules from the loaded rule set rather than from a dict copied out of it."""
 
     @property
@@ -85,7 +85,7 @@ class ScanReport:
     """Everything a reporter needs about one scan.
 
     ``findings`` should already be ranked, suppressed and baselined (see
-    :mod:`castfind.findings`); reporters keep the order they are given. ``stats`` is free
+    :mod:`castfind.analysis.findings`); reporters keep the order they are given. ``stats`` is free
     form but these keys are understood: ``files`` (files scanned), ``suppressed`` (hidden
     by inline comments), ``baseline_hidden`` (hidden by the baseline). ``fixed`` holds
     baseline entries no longer found.
@@ -169,7 +169,7 @@ class SourceCache:
     """Reads source files once per scan for suppression checks and the text reporter.
 
     ``lines(root, path)`` raises ``OSError``/``UnicodeDecodeError`` so that
-    :func:`castfind.findings.filter_suppressed` can turn them into diagnostics;
+    :func:`castfind.analysis.findings.filter_suppressed` can turn them into diagnostics;
     ``line(root, path, n)`` is the lenient :data:`SourceLine` callback for display.
     """
 

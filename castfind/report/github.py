@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
-from castfind.names import shown
+from castfind.core.names import shown
+from castfind.core.types import Diagnostic, Finding
 from castfind.report import ReportContext, ScanReport, display_path
-from castfind.types import Diagnostic, Finding
 
 __all__ = ["COMMAND", "command", "escape_data", "escape_property", "render", "render_report"]
 
@@ -25,7 +25,7 @@ COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
 def escape_data(text: str) -> str:
     """A command's message, as the runner's ``escapeData`` does it; other control characters (an ANSI
-    escape in a file name) are shown escaped (:func:`castfind.names.shown`)."""
+    escape in a file name) are shown escaped (:func:`castfind.core.names.shown`)."""
     return shown(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 

@@ -4,9 +4,9 @@ A JSON array of issues with the fields GitLab reads: ``description``, ``check_na
 ``fingerprint``, ``severity`` (GitLab's words: ``info``, ``minor``, ``major``, ``critical``,
 ``blocker``) and ``location.path`` / ``location.lines.begin``; plus ``type`` and ``categories``
 of the Code Climate issue format it derives from. The fingerprint is the baseline's
-(:func:`castfind.findings.fingerprint`, no line number), so an issue survives code moving and
+(:func:`castfind.analysis.findings.fingerprint`, no line number), so an issue survives code moving and
 GitLab's merge-request widget shows only the issues a branch adds; a second identical cast in
-the same function gets ``FP:2`` (:func:`~castfind.findings.occurrence_fingerprints`).
+the same function gets ``FP:2`` (:func:`~castfind.analysis.findings.occurrence_fingerprints`).
 Paths are relative to the current folder (the checkout, in a job). Diagnostics are not issues
 and are left out.
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from castfind.findings import occurrence_fingerprints
+from castfind.analysis.findings import occurrence_fingerprints
+from castfind.core.types import Finding
 from castfind.report import ReportContext, ScanReport, display_path
-from castfind.types import Finding
 
 __all__ = ["SEVERITY", "render", "render_report", "to_list"]
 

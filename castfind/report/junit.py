@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from xml.etree import ElementTree as ET
 
-from castfind.names import shown
+from castfind.core.names import shown
+from castfind.core.types import Finding
 from castfind.report import ReportContext, ScanReport, display_path
-from castfind.types import Finding
 
 __all__ = ["render", "render_report"]
 

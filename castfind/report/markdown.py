@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 
-from castfind.names import shown
+from castfind.core.names import shown
+from castfind.core.types import Finding
 from castfind.report import ReportContext, ScanReport, display_path
 from castfind.report.text import format_bytes, summary
-from castfind.types import Finding
 
 __all__ = ["MERMAID_ENTITY", "code_span", "flowchart", "mermaid_label", "render", "render_report", "table_text"]
 

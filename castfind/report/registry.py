@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from castfind.fsutil import Owns
+from castfind.core.fsutil import Owns
 from castfind.report import Render, github, gitlab, json, junit, markdown, sarif, text
 
 __all__ = ["DEFAULT_FORMAT", "REPORTERS", "BuiltinFormat", "Reporter", "UnknownFormat", "get", "register"]

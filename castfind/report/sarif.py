@@ -4,7 +4,7 @@ One run. ``tool.driver.rules`` lists every rule the scan ran with (so a UI knows
 even when it found nothing) plus any rule id a finding uses that those lack.
 Each result points at its file relative to its scan root through a ``uriBaseId``
 (``SRCROOT`` for the first root, ``SRCROOT2``, ... for further ones), and carries a
-``partialFingerprints`` entry built from :func:`castfind.findings.fingerprint`, which
+``partialFingerprints`` entry built from :func:`castfind.analysis.findings.fingerprint`, which
 leaves the line number out, so an alert survives code moving up or down. Diagnostics
 become ``invocations[0].toolExecutionNotifications``.
 """
@@ -18,10 +18,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from castfind import __version__
-from castfind.findings import occurrence_fingerprints
+from castfind.analysis.findings import occurrence_fingerprints
+from castfind.core.types import Diagnostic, Finding
+from castfind.core.versions import __version__
 from castfind.report import ReportContext, RuleDescription, RuleInfo, ScanReport
-from castfind.types import Diagnostic, Finding
 
 __all__ = ["FINGERPRINT_KEY", "SARIF_SCHEMA", "SARIF_VERSION", "render", "render_report", "to_dict"]
 
@@ -157,7 +157,7 @@ def _notification(d: Diagnostic) -> dict[str, Any]:
 
 
 def to_dict(report: ScanReport, rules: Iterable[RuleInfo] = ()) -> dict[str, Any]:
-    """The SARIF log as plain data; ``rules`` (:class:`castfind.rules.Rule` objects, say) are
+    """The SARIF log as plain data; ``rules`` (:class:`castfind.core.rules.Rule` objects, say) are
     described in ``tool.driver.rules``, a later one of the same id winning."""
     descriptors, rule_index = _rule_table(report.findings, rules)
     bases = _base_ids(report.findings)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from castfind.findings import exit_code
-from castfind.names import shown
+from castfind.analysis.findings import exit_code
+from castfind.core.names import shown
 
 if TYPE_CHECKING:
     from castfind.pipeline import ScanRun
@@ -16,7 +16,7 @@ def scan_output(run: ScanRun) -> tuple[list[str], list[str], int]:
     written, files Python accepts that castfind could not analyse) and the exit code (2 for such
     files, else 1 when a finding is at or above ``--fail-on``); the report goes in between. Pure:
     :mod:`castfind.cli` and :mod:`castfind.quick` print it."""
-    from castfind.discover import describe_packages
+    from castfind.store.discover import describe_packages
 
     line = describe_packages(run.packages)
     head = [f"castfind: {line}"] if line is not None else []

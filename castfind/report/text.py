@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from castfind.names import shown
+from castfind.core.names import shown
+from castfind.core.types import Cost, CostCheck, Finding, Runtime
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
-from castfind.types import Cost, CostCheck, Finding, Runtime
 
 __all__ = ["format_bytes", "format_check", "format_cost",
            "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from castfind.names import shown
-from castfind.where_answer import WhereResult
+from castfind.core.names import shown
+from castfind.where.answer import WhereResult
 
 
 def where_output(res: WhereResult, json_out: bool) -> tuple[list[str], str, list[str], int]:
@@ -13,7 +13,7 @@ def where_output(res: WhereResult, json_out: bool) -> tuple[list[str], str, list
     packages indexed), stdout's text, stderr's lines after it (the diagnostics, a suggestion with
     ``--json``) and the exit code (1: nothing found). Pure: :mod:`castfind.cli` and :mod:`castfind.quick`
     print it."""
-    from castfind.discover import describe_packages
+    from castfind.store.discover import describe_packages
 
     line = describe_packages(res.packages)
     head = [f"castfind: {line}"] if line is not None else []

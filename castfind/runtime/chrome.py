@@ -14,7 +14,7 @@ import re
 import zlib
 from typing import Any
 
-from castfind.inputs import InputError, gunzip, read_input
+from castfind.core.inputs import InputError, gunzip, read_input
 from castfind.runtime.trace import MAX_INT, TraceError
 
 HOST_CATS = frozenset({"cpu_op", "python_function", "user_annotation", "cuda_runtime", "cuda_driver"})

@@ -22,6 +22,7 @@ from typing import Any
 
 import typer
 
+from castfind.core.types import TraceSite
 from castfind.runtime.program import (
     Program,
     ProgramError,
@@ -40,7 +41,6 @@ from castfind.runtime.trace import (
     total_bytes,
     write_trace,
 )
-from castfind.types import TraceSite
 
 _NO_TORCH = "castfind record: torch is not installed; pip install 'castfind[runtime]'"
 DEBUG_ENV = "CASTFIND_DEBUG"
@@ -222,9 +222,9 @@ def import_command(
 
 
 def _check_trace_output(output: Path, inputs: list[Any]) -> None:
-    """``-o``: the output check every castfind output goes through (:func:`castfind.fsutil.check_output_target`):
+    """``-o``: the output check every castfind output goes through (:func:`castfind.core.fsutil.check_output_target`):
     not an input of the run, and an existing file there must be a castfind trace (or empty)."""
-    from castfind.fsutil import OutputPathError, Protected, check_output_target
+    from castfind.core.fsutil import OutputPathError, Protected, check_output_target
 
     try:
         check_output_target(output, "-o", "castfind trace", owns_trace, Protected.of(inputs))

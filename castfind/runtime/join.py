@@ -23,11 +23,11 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from castfind.rules import MEASURED_CAST
+from castfind.core.rules import MEASURED_CAST
+from castfind.core.types import SEVERITY_RANK, Finding, Runtime, Severity, TraceSite
 from castfind.runtime.trace import clean_text, format_bytes, total_bytes
-from castfind.types import SEVERITY_RANK, Finding, Runtime, Severity, TraceSite
 
-# CF900 is defined once, in castfind.rules; these names stay for callers that import them.
+# CF900 is defined once, in castfind.core.rules; these names stay for callers that import them.
 UNMATCHED_RULE = MEASURED_CAST.id
 UNMATCHED_NAME = MEASURED_CAST.name
 ERROR_BYTES = 64 * 1024 * 1024
@@ -37,7 +37,7 @@ WARNING_BYTES = 1024 * 1024
 def join(
     findings: list[Finding], sites: list[TraceSite], modules: dict[str, str], roots: Sequence[str] = ()
 ) -> list[Finding]:
-    """Attach a :class:`~castfind.types.Runtime` to each finding a trace site falls in; rank the result.
+    """Attach a :class:`~castfind.core.types.Runtime` to each finding a trace site falls in; rank the result.
 
     ``modules`` maps each scanned file's root-relative path to its dotted module name. A
     site matches a finding in the same file whose ``line..end_line`` holds the site's line

@@ -17,11 +17,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from castfind.core.types import TraceSite
 from castfind.runtime.chrome import STEP, ChromeTrace, load_chrome_trace
 from castfind.runtime.dtypes import ITEMSIZE, cpp_type_name, scalar_type_name
 from castfind.runtime.source import SourceIndex
 from castfind.runtime.trace import MAX_INT, make_header, site_key, sort_sites
-from castfind.types import TraceSite
 
 CAST_OPS = frozenset({"aten::_to_copy", "aten::copy_", "aten::copy"})
 _FRAME = re.compile(r"^(?P<path>.+)\((?P<line>\d+)\): (?P<name>.+)$")

@@ -37,8 +37,8 @@ from contextlib import contextmanager
 from types import CodeType, FrameType
 from typing import Any
 
+from castfind.core.types import TraceSite
 from castfind.runtime.trace import make_header, sort_sites, write_trace
-from castfind.types import TraceSite
 
 _CASTFIND_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 

@@ -13,11 +13,11 @@ import ast
 import os
 from dataclasses import dataclass
 
-from castfind import casts
+from castfind.core import casts
 
 
 def methods_for(op: str) -> frozenset[str]:
-    """The tensor methods whose call may be the source line of a profiled ``op``, from :data:`castfind.casts.CASTS`.
+    """The tensor methods whose call may be the source line of a profiled ``op``, from :data:`castfind.core.casts.CASTS`.
 
     ``aten::copy`` (the out-of-place form) comes from ``copy_`` too; every other cast op from the
     methods that dispatch to ``aten::_to_copy``. Read on each call so the table is the only list.

@@ -21,9 +21,9 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from castfind.fsutil import atomic_write_text
-from castfind.inputs import InputError, gunzip, read_input
-from castfind.types import Diagnostic, TraceSite
+from castfind.core.fsutil import atomic_write_text
+from castfind.core.inputs import InputError, gunzip, read_input
+from castfind.core.types import Diagnostic, TraceSite
 
 FORMAT_VERSION = 1
 
@@ -71,7 +71,7 @@ class TraceError(Exception):
         return f"{text} — {self.hint}" if self.hint else text
 
     def to_diagnostic(self) -> Diagnostic:
-        """This error as the shared :class:`~castfind.types.Diagnostic` record."""
+        """This error as the shared :class:`~castfind.core.types.Diagnostic` record."""
         return Diagnostic(self.path, self.line, str(self), kind="trace-error")
 
 

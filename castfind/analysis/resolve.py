@@ -1,0 +1,596 @@
+"""Resolve: names → the definitions they stand for, with the chain of hops that leads there.
+
+Follows ``import … as``, relative imports, package ``__init__`` re-exports, ``__all__`` and star
+imports, module ``__getattr__`` that imports lazily, module-level aliases, conditional and repeated
+bindings (all reported), function-local imports, names bound from a call whose function returns an
+imported callable (tuple unpacking included), and attribute look-ups through the class hierarchy.
+What cannot be followed statically becomes an ``unresolved`` target, never a guess.
+
+Modules are parsed only when a resolution reaches them (:meth:`Modules.facts`). Look-ups are
+memoised for the run in the memo's :class:`~castfind.store.memo.Tracker` (:meth:`Tracker.cached`), which
+also records what each one read.
+
+The public API — :meth:`Resolver.lookup`, :meth:`~Resolver.resolve_name`,
+:meth:`~Resolver.resolve_expr`, :meth:`~Resolver.member`, :meth:`~Resolver.resolve_binding`,
+:meth:`~Resolver.class_member`, :meth:`~Resolver.bases` — is what ``where``, the call graph and
+the scan use; underscore methods are this module's own.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from castfind.core.types import Hop, HopKind
+from castfind.read.facts import (
+    Assign,
+    Attr,
+    Call,
+    Const,
+    Definition,
+    Expr,
+    FileFacts,
+    Import,
+    Name,
+    Seq,
+    dotted,
+    from_dotted,
+)
+from castfind.store.index import Index
+from castfind.store.memo import Tracker
+from castfind.store.modules import Modules
+from castfind.store.words import Words
+
+_MAX_DEPTH = 160  # about 3.5 Python frames per unit: well inside the default recursion limit
+#: Resolution steps (calls of :meth:`Resolver.resolve_expr`, :meth:`~Resolver.returns_of` and
+#: :meth:`~Resolver.class_member`) one outermost resolution may take before the rest of it is
+#: reported as ``unresolved``. Memoised steps cost one each, so real code stays far below it.
+STEP_BUDGET = 20_000
+
+#: ``def`` (a function or class definition), ``module``, ``variable``/``alias`` (a module-level name
+#: bound to a value castfind does not follow), ``instance`` (of a class), ``param`` (a parameter:
+#: its value is unknown), ``unresolved`` (dynamic: ``reason`` says why).
+TargetKind = Literal["def", "module", "variable", "alias", "instance", "param", "unresolved"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a name resolves to."""
+
+    kind: TargetKind
+    module: str
+    definition: Definition | None = None
+    line: int = 0
+    reason: str = ""
+    name: str = ""
+
+    @property
+    def is_class(self) -> bool:
+        return self.kind == "def" and self.definition is not None and self.definition.kind == "class"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    target: Target
+    chain: tuple[Hop, ...]
+
+
+def absolute_module(module: str, is_package: bool, imp: Import) -> str:
+    """The absolute module an import names (relative imports resolved against ``module``)."""
+    if imp.level == 0:
+        return imp.module
+    parts = module.split(".") if is_package else module.split(".")[:-1]
+    if imp.level > 1:
+        parts = parts[: len(parts) - (imp.level - 1)] if imp.level - 1 <= len(parts) else []
+    base = ".".join(parts)
+    if imp.module:
+        return f"{base}.{imp.module}" if base else imp.module
+    return base
+
+
+def written_module(module: str, is_package: bool, path: str) -> str:
+    """A module path as written in ``module`` (``.kernels.add``, ``..ops``, ``pkg.sub``), made absolute."""
+    rest = path.lstrip(".")
+    level = len(path) - len(rest)
+    return absolute_module(module, is_package, Import(rest.rstrip("."), None, None, level, 0, "", False))
+
+
+class Resolver:
+    """Name resolution over an :class:`Index` (memoised per module, scope and name)."""
+
+    def __init__(self, index: Index, modules: Modules | None = None) -> None:
+        self.index = index
+        self.modules = modules if modules is not None else Modules(index)
+        self.tracker = Tracker.of(index)
+        #: Steps taken by every resolution of this resolver (``where`` reports it; tests bound it).
+        self.steps = 0
+        self._walk_start = 0  # ``steps`` when the outermost resolution now running began
+        self._nesting = 0
+        self.budget = STEP_BUDGET
+        self._words: Words | None = None
+
+    # -- budgets --------------------------------------------------------------------------------
+    def _step(self) -> bool:
+        """Count one step; False once the outermost resolution running has spent its budget."""
+        if self._nesting == 0:
+            self._walk_start = self.steps
+        self.steps += 1
+        return self.steps - self._walk_start <= self.budget
+
+    def _over(self, module: str, line: int, name: str, what: str) -> list[Resolved]:
+        """The ``unresolved`` entry a branch becomes past the depth or step budget."""
+        return [Resolved(Target("unresolved", module, line=line, name=name,
+                                reason=f"castfind stopped following {what}: {name or 'this value'} "
+                                       f"needs more than {_MAX_DEPTH} hops or {self.budget} steps"), ())]
+
+    # -- helpers --------------------------------------------------------------------------------
+    def hop(self, module: str, line: int, kind: HopKind) -> Hop:
+        sf = self.modules.file(module)
+        if sf is None:
+            return Hop("", module, line, kind, "")
+        return Hop(sf.root, sf.path, line, kind, self.index.line_text(sf, line))
+
+    def definitions(self, module: str) -> dict[str, Definition]:
+        """Definitions of a module by qualname."""
+
+        def compute() -> dict[str, Definition]:
+            f = self.modules.facts(module)
+            return {x.qualname: x for x in f.definitions} if f else {}
+
+        return self.tracker.cached(("definitions", module), compute, {})
+
+    def resolve_binding(self, facts: FileFacts, binding: Assign | Import) -> list[Resolved]:
+        """What one assignment or import statement of ``facts`` binds its name to, with the hops."""
+        if isinstance(binding, Import):
+            return self._resolve_import(facts.module, facts, binding, 0)
+        return self._resolve_assign(facts.module, binding, 0)
+
+    def scope_of_line(self, facts: FileFacts, line: int) -> str:
+        """The innermost def/class containing ``line`` ('' for module level)."""
+        best: Definition | None = None
+        for d in facts.definitions:
+            if d.line <= line <= d.end_line and (best is None or d.line >= best.line):
+                best = d
+        return best.qualname if best else ""
+
+    # -- module scope ---------------------------------------------------------------------------
+    def lookup(self, module: str, name: str, depth: int = 0) -> list[Resolved]:
+        """Bindings of ``name`` at the top level of ``module``, resolved."""
+        return self._memoised((module, "", name), lambda: self._lookup(module, name, depth))
+
+    def _memoised(self, key: tuple[str, str, str], compute: Callable[[], list[Resolved]]) -> list[Resolved]:
+        # A re-entrant look-up (an import cycle) sees nothing.
+        return self.tracker.cached(("resolve", *key), compute, [])
+
+    def _lookup(self, module: str, name: str, depth: int) -> list[Resolved]:
+        facts = self.modules.facts(module)
+        if facts is None or depth > _MAX_DEPTH:
+            return []
+        out = self._bindings_in(facts, "", name, depth)
+        if not out and any(lz.kind == "module" for lz in facts.lazy):
+            # `sys.modules[__name__] = _LazyModule(...)`: at run time its table is the module (the
+            # star imports under `if TYPE_CHECKING:` are for type checkers).
+            out = self._lazy(module, facts, name, depth, "module")
+        if not out:
+            for imp in facts.imports:
+                if imp.scope == "" and imp.name == "*":
+                    src = absolute_module(module, facts.is_package, imp)
+                    if self.star_exports(src, name):
+                        h = self.hop(module, imp.line, "star-import")
+                        out += [Resolved(r.target, (h, *r.chain)) for r in self.lookup(src, name, depth + 1)]
+        if not out and facts.is_package and self.modules.has(f"{module}.{name}"):
+            # `from pkg import _ops` imports the submodule before any `pkg.__getattr__` is asked.
+            out.append(Resolved(Target("module", f"{module}.{name}", name=name), ()))
+        if not out and facts.lazy:
+            out = self._lazy(module, facts, name, depth, "getattr")
+        if not out and "__getattr__" in self.definitions(module):
+            lazy = [i for i in facts.imports if i.scope == "__getattr__" and i.bound == name]
+            for imp in lazy:
+                out += self._resolve_import(module, facts, imp, depth, kind="lazy-import")
+            if not lazy:
+                g = self.definitions(module)["__getattr__"]
+                out.append(Resolved(Target("unresolved", module, line=g.line, name=name,
+                                           reason=f"{module}.__getattr__ may provide {name!r} at run time"), ()))
+        return out
+
+    def _lazy(self, module: str, facts: FileFacts, name: str, depth: int, kind: str) -> list[Resolved]:
+        """``name`` provided lazily by the module (:class:`~castfind.read.facts.LazyExport` of ``kind``): its
+        ``__getattr__`` tables and branches, or a lazy-module table."""
+        out: list[Resolved] = []
+        for lz in facts.lazy:
+            if lz.name != name or lz.kind != kind:
+                continue
+            h = self.hop(module, lz.line, "lazy-import")
+            if not lz.source:  # a module-level name returned for it (`return NewName` after a warning)
+                res = self.lookup(module, lz.attr, depth + 1) if lz.attr != name else []
+            else:
+                res = self._attribute_of(written_module(module, facts.is_package, lz.source), lz.attr, depth)
+            out += [Resolved(r.target, (h, *r.chain)) for r in res]
+        if out or name.startswith("_"):
+            return out
+        quoted = (f'"{name}"'.encode(), f"'{name}'".encode())
+        for lz in facts.lazy:
+            if lz.name == "*" and lz.attr == "__all__" and lz.kind == kind:
+                # Every name in the `__all__` of a submodule: only files that hold the name as a
+                # string (as `__all__` does) are read.
+                pkg = written_module(module, facts.is_package, lz.source)
+                h = self.hop(module, lz.line, "lazy-import")
+                if self._words is None:
+                    self._words = Words(self.index)
+                for sf in self._words.containing([name]):
+                    if not sf.module.startswith(pkg + ".") or not any(q in self.index.data(sf) for q in quoted):
+                        continue
+                    sub = self.index.facts_of(sf)
+                    if sub.all_names is not None and name in sub.all_names:
+                        out += [Resolved(r.target, (h, *r.chain)) for r in self.lookup(sf.module, name, depth + 1)]
+        return out
+
+    def _attribute_of(self, src: str, attr: str, depth: int) -> list[Resolved]:
+        """``getattr(<module src>, attr)``; ``src`` may name a module or a module attribute (``pkg.sub.mod``)."""
+        if self.modules.has(src):
+            res = self.lookup(src, attr, depth + 1)
+            if not res and self.modules.has(f"{src}.{attr}"):
+                res = [Resolved(Target("module", f"{src}.{attr}", name=attr), ())]
+            return res
+        if "." not in src:
+            return [Resolved(Target("unresolved", src, name=attr,
+                                    reason=f"module {src} is in no root and not installed"), ())]
+        parent, last = src.rsplit(".", 1)
+        out: list[Resolved] = []
+        for base in self._attribute_of(parent, last, depth + 1):
+            if base.target.kind == "unresolved":
+                out.append(base)
+                continue
+            out += [Resolved(r.target, (*base.chain, *r.chain)) for r in self.member(base.target, attr, depth + 1)]
+        return out
+
+    def _holders(self, name: str) -> frozenset[str]:
+        """The modules whose file holds ``name`` as an identifier (text first: nothing is parsed)."""
+        def compute() -> frozenset[str]:
+            if self._words is None:
+                self._words = Words(self.index)
+            return frozenset(sf.module for sf in self._words.containing([name]))
+
+        return self.tracker.cached(("holders", name), compute, frozenset())
+
+    def star_exports(self, module: str, name: str) -> bool:
+        """Does ``from module import *`` bind ``name``? Demand-driven: a star import is followed only
+        into modules that hold the name or whose package does (``from .models import *`` of a few
+        hundred packages reads one)."""
+        def compute() -> bool:
+            facts = self.modules.facts(module)
+            if facts is None:
+                return False
+            if facts.all_names is not None:
+                return name in facts.all_names
+            if name.startswith("_"):
+                return False
+            if any(d.name == name and d.parent == "" for d in facts.definitions) or any(
+                    a.scope == "" and a.target == name for a in facts.assigns) or any(
+                    i.scope == "" and i.name != "*" and i.bound == name for i in facts.imports):
+                return True
+            holders = self._holders(name)
+            for imp in facts.imports:
+                if imp.scope == "" and imp.name == "*":
+                    src = absolute_module(module, facts.is_package, imp)
+                    if src != module and (src in holders or any(h.startswith(src + ".") for h in holders)) \
+                            and self.star_exports(src, name):
+                        return True
+            return False
+
+        return self.tracker.cached(("star-exports", module, name), compute, False)
+
+    def exports(self, module: str) -> set[str]:
+        """Names ``from module import *`` binds: ``__all__``, else every public top-level name."""
+        facts = self.modules.facts(module)
+        if facts is None:
+            return set()
+        if facts.all_names is not None:
+            return set(facts.all_names)
+        names = {d.name for d in facts.definitions if d.parent == ""}
+        names |= {a.target for a in facts.assigns if a.scope == "" and "." not in a.target}
+        names |= {i.bound for i in facts.imports if i.scope == "" and i.name != "*"}
+        for imp in facts.imports:
+            if imp.scope == "" and imp.name == "*":
+                names |= self.exports(absolute_module(module, facts.is_package, imp)) if module != imp.module else set()
+        return {n for n in names if not n.startswith("_")}
+
+    # -- any scope ------------------------------------------------------------------------------
+    def _bindings_in(self, facts: FileFacts, scope: str, name: str, depth: int) -> list[Resolved]:
+        """Every binding of ``name`` directly in ``scope`` of this file, in source order."""
+        module = facts.module
+        found: list[tuple[int, list[Resolved]]] = []
+        for d in facts.definitions:
+            if d.parent == scope and d.name == name:
+                found.append((d.line, [Resolved(Target("def", module, d, d.line, name=name), ())]))
+        for a in facts.assigns:
+            if a.scope == scope and a.target == name:
+                found.append((a.line, self._resolve_assign(module, a, depth)))
+        for imp in facts.imports:
+            if imp.scope == scope and imp.name != "*" and imp.bound == name:
+                found.append((imp.line, self._resolve_import(module, facts, imp, depth)))
+        for dyn in facts.dynamic:
+            if dyn.scope == scope and dyn.target == name:
+                found.append((dyn.line, [Resolved(Target("unresolved", module, line=dyn.line, name=name,
+                                                         reason=dyn.reason), ())]))
+        found.sort(key=lambda x: x[0])
+        return [r for _, rs in found for r in rs]
+
+    def resolve_name(self, module: str, scope: str, name: str, depth: int = 0) -> list[Resolved]:
+        """``name`` as Python sees it inside ``scope`` (LEGB, class bodies skipped for nested scopes)."""
+        if scope == "":
+            return self.lookup(module, name, depth)
+        return self._memoised((module, scope, name), lambda: self._resolve_in_scope(module, scope, name, depth))
+
+    def _resolve_in_scope(self, module: str, scope: str, name: str, depth: int) -> list[Resolved]:
+        facts = self.modules.facts(module)
+        out: list[Resolved] = []
+        if facts is not None and depth <= _MAX_DEPTH:
+            defs = self.definitions(module)
+            d = defs.get(scope)
+            if d is not None and d.kind in ("function", "method") and name in d.params:
+                out = self._param(module, d, name)
+            else:
+                out = self._bindings_in(facts, scope, name, depth)
+            if not out:
+                parent = d.parent if d is not None else ""
+                while parent and defs.get(parent) is not None and defs[parent].kind == "class":
+                    parent = defs[parent].parent
+                out = self.resolve_name(module, parent, name, depth + 1)
+        return out
+
+    def _param(self, module: str, fn: Definition, name: str) -> list[Resolved]:
+        """A parameter: ``self``/``cls`` of a method stand for its class; others stop here."""
+        if fn.kind == "method" and fn.params and name == fn.params[0] and "staticmethod" not in fn.decorators:
+            cls = self.definitions(module).get(fn.parent)
+            if cls is not None:
+                kind: TargetKind = "def" if "classmethod" in fn.decorators else "instance"
+                return [Resolved(Target(kind, module, cls, cls.line, name=name), ())]
+        return [Resolved(Target("param", module, fn, fn.line, name=name), ())]
+
+    def _resolve_import(self, module: str, facts: FileFacts, imp: Import, depth: int,
+                        kind: HopKind = "import") -> list[Resolved]:
+        h = self.hop(module, imp.line, kind)
+        src = absolute_module(module, facts.is_package, imp)
+        if imp.name is None:
+            target_mod = src if imp.alias else src.split(".")[0]
+            if self.modules.has(target_mod):
+                return [Resolved(Target("module", target_mod, name=imp.bound), (h,))]
+            return [Resolved(Target("unresolved", module, line=imp.line, name=imp.bound,
+                                    reason=f"module {target_mod} is in no root and not installed"), (h,))]
+        if not self.modules.has(src):
+            return [Resolved(Target("unresolved", module, line=imp.line, name=imp.bound,
+                                    reason=f"module {src} is in no root and not installed"), (h,))]
+        res = self.lookup(src, imp.name, depth + 1)
+        if not res and self.modules.has(f"{src}.{imp.name}"):
+            res = [Resolved(Target("module", f"{src}.{imp.name}", name=imp.name), ())]
+        if not res:
+            res = [Resolved(Target("unresolved", src, line=imp.line, name=imp.name,
+                                   reason=f"{src} defines no {imp.name!r} that castfind can see"), ())]
+        return [Resolved(r.target, (h, *r.chain)) for r in res]
+
+    def _dynamic_at(self, module: str, scope: str, line: int) -> list[Resolved]:
+        """An unresolvable construct (computed getattr/import) on this line of this scope."""
+        facts = self.modules.facts(module)
+        return [Resolved(Target("unresolved", module, line=d.line, name=d.target or "", reason=d.reason), ())
+                for d in (facts.dynamic if facts else ()) if d.scope == scope and d.line == line]
+
+    def _resolve_assign(self, module: str, a: Assign, depth: int) -> list[Resolved]:
+        h = self.hop(module, a.line, "alias")
+        dyn = self._dynamic_at(module, a.scope, a.line)
+        if dyn:
+            return [Resolved(r.target, (h,)) for r in dyn]
+        res = self.resolve_expr(module, a.scope, a.value, depth + 1, a.index)
+        res = [r for r in res if r.target.kind not in ("param",)]
+        if not res:
+            kind: TargetKind = "alias" if dotted(a.value) else "variable"
+            return [Resolved(Target(kind, module, line=a.line, name=a.target), (h,))]
+        return [Resolved(r.target, (h, *r.chain)) for r in res]
+
+    # -- expressions ----------------------------------------------------------------------------
+    def resolve_expr(self, module: str, scope: str, expr: Expr, depth: int = 0,
+                     index: int | None = None) -> list[Resolved]:
+        """What an expression evaluates to, as far as it is a name, attribute or call result."""
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, 0, dotted(expr) or "", f"an expression in {module}")
+        self._nesting += 1
+        try:
+            return self._resolve_expr(module, scope, expr, depth, index)
+        finally:
+            self._nesting -= 1
+
+    def _resolve_expr(self, module: str, scope: str, expr: Expr, depth: int,
+                      index: int | None) -> list[Resolved]:
+        if index is not None and isinstance(expr, Seq):
+            return self.resolve_expr(module, scope, expr.elts[index], depth + 1) if index < len(expr.elts) else []
+        if isinstance(expr, Name):
+            return self.resolve_name(module, scope, expr.id, depth + 1)
+        if isinstance(expr, Attr):
+            out = []
+            for base in self.resolve_expr(module, scope, expr.value, depth + 1):
+                if base.target.kind == "unresolved":
+                    out.append(base)  # `dynamic_module.attr` is as unknown as the module
+                    continue
+                for r in self.member(base.target, expr.attr, depth + 1):
+                    out.append(Resolved(r.target, (*base.chain, *r.chain)))
+            return out
+        if isinstance(expr, Call):
+            out = []
+            for fn in self.resolve_expr(module, scope, expr.func, depth + 1):
+                t = fn.target
+                if t.kind == "def" and t.definition is not None and t.definition.kind == "class":
+                    out.append(Resolved(Target("instance", t.module, t.definition, t.line, name=t.name), fn.chain))
+                elif t.kind == "def" and t.definition is not None:
+                    got = self.returns_of(t.module, t.definition, index, depth + 1)
+                    local = f"{t.module}.{t.definition.qualname}.<locals>."
+                    if index is None and all(r.target.kind == "unresolved" or (
+                            r.target.definition is not None
+                            and f"{r.target.module}.{r.target.definition.qualname}".startswith(local)) for r in got):
+                        # `lazy("pkg.sub", "fn")`: the literal strings may say what it returns (or what
+                        # the closure it returns calls), which beats "computed at run time".
+                        bound = self._bind_strings(t.definition, expr, {})
+                        if bound:
+                            got = self._dispatched(t.module, t.definition, bound, depth + 1) or got
+                    out += [Resolved(r.target, (*fn.chain, *r.chain)) for r in got]
+            return out
+        return []
+
+    # -- string dispatch ------------------------------------------------------------------------
+    @staticmethod
+    def _string(expr: Expr, env: dict[str, str]) -> str | None:
+        """A string literal, or a name bound to one in ``env``."""
+        if isinstance(expr, Const):
+            try:
+                value = ast.literal_eval(expr.text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+            return value if isinstance(value, str) else None
+        if isinstance(expr, Name):
+            return env.get(expr.id)
+        return None
+
+    def _bind_strings(self, fn: Definition, call: Call, env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        """The parameters of ``fn`` that ``call`` passes a string literal (or a name of ``env``)."""
+        out: dict[str, str] = {}
+        params = fn.params[1:] if fn.kind == "method" and "staticmethod" not in fn.decorators else fn.params
+        for param, arg in zip(params[: fn.positional], call.args, strict=False):
+            if (v := self._string(arg, env)) is not None:
+                out[param] = v
+        for key, arg in call.kwargs:
+            if key in params and (v := self._string(arg, env)) is not None:
+                out[key] = v
+        return tuple(sorted(out.items()))
+
+    def _dispatched(self, module: str, fn: Definition, bound: tuple[tuple[str, str], ...],
+                    depth: int) -> list[Resolved]:
+        """What ``fn`` returns when its parameters hold the strings ``bound``: ``getattr(import_module(
+        mod), attr)``, a helper called with them, or a closure that calls what such a helper returns."""
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, fn.line, fn.name, f"what {fn.qualname} returns for {dict(bound)}")
+        self._nesting += 1
+        try:
+            return self.tracker.cached(("dispatch", module, fn.qualname, bound),
+                                       lambda: self._dispatched_now(module, fn, dict(bound), depth), [])
+        finally:
+            self._nesting -= 1
+
+    def _dispatched_now(self, module: str, fn: Definition, env: dict[str, str], depth: int) -> list[Resolved]:
+        facts = self.modules.facts(module)
+        if facts is None:
+            return []
+        out: list[Resolved] = []
+        call_hop = self.hop(module, fn.line, "call")
+        defs = self.definitions(module)
+        for ret in facts.returns:
+            if ret.scope != fn.qualname:
+                continue
+            h = self.hop(module, ret.line, "return")
+            for r in self._dispatch_value(module, fn.qualname, ret.value, env, depth):
+                out.append(Resolved(r.target, (call_hop, h, *r.chain)))
+            nested = defs.get(f"{fn.qualname}.<locals>.{ret.value.id}") if isinstance(ret.value, Name) else None
+            if nested is None:
+                continue
+            # A closure returned: `def call(*a): return lazy(mod, attr)(*a)` calls what the strings name.
+            for inner in facts.returns:
+                if inner.scope == nested.qualname and isinstance(inner.value, Call) \
+                        and isinstance(inner.value.func, Call):
+                    h2 = self.hop(module, inner.line, "return")
+                    for r in self._dispatch_value(module, nested.qualname, inner.value.func, env, depth):
+                        out.append(Resolved(r.target, (call_hop, h, h2, *r.chain)))
+        return out
+
+    def _dispatch_value(self, module: str, scope: str, value: Expr, env: dict[str, str],
+                        depth: int) -> list[Resolved]:
+        if not isinstance(value, Call):
+            return []
+        fname = dotted(value.func)
+        if fname == "getattr" and len(value.args) >= 2 and isinstance(value.args[0], Call) \
+                and (dotted(value.args[0].func) or "").split(".")[-1] == "import_module" and value.args[0].args:
+            mod, attr = self._string(value.args[0].args[0], env), self._string(value.args[1], env)
+            if mod is None or attr is None or mod.startswith("."):
+                return []
+            return self._attribute_of(mod, attr, depth)
+        out: list[Resolved] = []
+        for fn in self.resolve_expr(module, scope, value.func, depth + 1):
+            t = fn.target
+            if t.kind == "def" and t.definition is not None and t.definition.kind != "class":
+                bound = self._bind_strings(t.definition, value, env)
+                if bound:
+                    out += [Resolved(r.target, (*fn.chain, *r.chain))
+                            for r in self._dispatched(t.module, t.definition, bound, depth + 1)]
+        return out
+
+    def returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
+        """What a function returns, resolved in its own scope (``return imported_fn, X``); memoised
+        per function and index, so helpers returning calls of helpers cost one walk each."""
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, fn.line, fn.name, f"what {fn.qualname} returns")
+        self._nesting += 1
+        try:
+            # A recursive helper (directly or through others) sees nothing of itself while it is walked.
+            return self.tracker.cached(("returns", module, fn.qualname, index),
+                                       lambda: self._returns_of(module, fn, index, depth), [])
+        finally:
+            self._nesting -= 1
+
+    def _returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
+        facts = self.modules.facts(module)
+        if facts is None:
+            return []
+        out: dict[Target, Resolved] = {}  # one chain per target: two returns of one value do not double it
+        call_hop = self.hop(module, fn.line, "call")
+        for ret in facts.returns:
+            if ret.scope != fn.qualname:
+                continue
+            if index is not None and not isinstance(ret.value, Seq):
+                continue
+            h = self.hop(module, ret.line, "return")
+            for r in self._dynamic_at(module, fn.qualname, ret.line):
+                out.setdefault(r.target, Resolved(r.target, (call_hop, h)))
+            for r in self.resolve_expr(module, fn.qualname, ret.value, depth + 1, index):
+                if r.target.kind in ("def", "module", "unresolved"):
+                    out.setdefault(r.target, Resolved(r.target, (call_hop, h, *r.chain)))
+        return list(out.values())
+
+    def member(self, target: Target, attr: str, depth: int = 0) -> list[Resolved]:
+        """``target.attr``: a module attribute, or a class member through the class hierarchy."""
+        if target.kind == "module":
+            return self.lookup(target.module, attr, depth + 1)
+        if target.kind in ("def", "instance") and target.definition is not None and target.definition.kind == "class":
+            return self.class_member(target.module, target.definition, attr, depth + 1)
+        return []
+
+    def class_member(self, module: str, cls: Definition, attr: str, depth: int = 0,
+                     seen: frozenset[tuple[str, str]] = frozenset()) -> list[Resolved]:
+        """``attr`` in ``cls`` or, when not defined there, in its bases (left to right, depth first)."""
+        if (module, cls.qualname) in seen:
+            return []
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, cls.line, attr, f"the bases of {cls.qualname}")
+        seen = seen | {(module, cls.qualname)}
+        facts = self.modules.facts(module)
+        if facts is None:
+            return []
+        own = self._bindings_in(facts, cls.qualname, attr, depth)
+        if own:
+            return own
+        for base in self.bases(module, cls, depth):
+            t = base.target
+            if t.definition is None:
+                continue
+            found = self.class_member(t.module, t.definition, attr, depth + 1, seen)
+            if found:
+                return [Resolved(r.target, (*base.chain, *r.chain)) for r in found]
+        return []
+
+    def bases(self, module: str, cls: Definition, depth: int = 0) -> list[Resolved]:
+        """The base classes of ``cls`` that resolve to classes in the index."""
+        out = []
+        for b in cls.bases:
+            for r in self.resolve_expr(module, cls.parent, from_dotted(b), depth + 1):
+                if r.target.is_class:
+                    h = self.hop(module, cls.line, "base")
+                    out.append(Resolved(r.target, (h, *r.chain)))
+        return out

@@ -1,0 +1,246 @@
+"""Plain-data records shared by every stage: findings, diagnostics and runtime trace sites.
+
+Everything here is a frozen dataclass with a ``to_dict`` that is the one serialisation
+used by the JSON, SARIF and baseline writers (as bandit's ``Issue.as_dict``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, TypeGuard
+
+from castfind.core.names import shown
+
+Severity = Literal["error", "warning", "info"]
+#: What the cost model concluded about a finding beyond its bytes (:class:`Cost`).
+CostVerdict = Literal["", "no-op", "tiny"]
+#: What kind of input problem a :class:`Diagnostic` reports.
+DiagnosticKind = Literal[
+    "error",
+    "parse-error",  # Python rejects the file (syntax, encoding)
+    "unsupported",  # Python accepts it, castfind cannot analyse it (too deep, parser crash)
+    "read-error",  # unreadable file or symlink loop
+    "too-large",  # over --max-file-size
+    "rule-error",
+    "trace-error",
+    "cache",  # the cache cannot be used or was rebuilt
+    "config",
+]
+
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+HopKind = Literal["import", "alias", "call", "return", "def", "star-import", "lazy-import", "base", "module"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """One step of a name's resolution chain (:mod:`castfind.analysis.resolve`, shown by ``where``): ``path:line  text``."""
+
+    root: str
+    path: str
+    line: int
+    kind: HopKind
+    text: str
+
+
+def is_severity(text: object) -> TypeGuard[Severity]:
+    return text in SEVERITIES
+
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Measured cost of one cast site, joined from a runtime trace."""
+
+    calls: int
+    shape: tuple[int, ...]
+    src_dtype: str
+    dst_dtype: str
+    bytes_per_call: int
+    bytes_total: int
+    device: str = ""
+    device_time_us: float | None = None
+    calls_per_step: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        if self.device_time_us is None:
+            d.pop("device_time_us")
+        if self.calls_per_step is None:
+            d.pop("calls_per_step")
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class CostCheck:
+    """The static cost of a finding held against a trace's measurement of the same cast
+    (:func:`castfind.analysis.cost.check`).
+
+    ``status``: ``agrees`` (every axis, dtype and the bytes per call that could be compared are equal),
+    ``mismatch`` (one differs: the static model or the code surprised us; ``mismatches`` says which),
+    ``unchecked`` (nothing could be compared). ``inferred``: names the static formula left unbound, read
+    off the measured shape and dtypes (``num_tokens = 61``); ``bytes_per_call`` the static formula's
+    value with them, beside the measured one.
+    """
+
+    status: Literal["agrees", "mismatch", "unchecked"]
+    mismatches: tuple[str, ...] = ()
+    inferred: tuple[tuple[str, str], ...] = ()
+    bytes_per_call: float | None = None
+    measured_bytes_per_call: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "mismatches": list(self.mismatches),
+                "inferred": {n: v for n, v in self.inferred}, "bytes_per_call": self.bytes_per_call,
+                "measured_bytes_per_call": self.measured_bytes_per_call}
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a flagged cast costs, read from the code that allocated its buffer (:mod:`castfind.analysis.cost`).
+
+    ``shape`` is the buffer's shape as formulas over constructor parameters and configuration names;
+    ``bytes_per_call`` is ``numel × (src + dst bytes)`` as a formula, ``per_step`` that times the
+    multiplicity (``× layer_num`` for one buffer of a per-layer list); ``value`` the bytes per step once
+    every name is bound (``--model-config``, ``--kv-tokens``, ``--set``), else None, and then ``unbound``
+    names the formula's names no configuration bound. ``holder``: the class and attribute the allocation
+    was read from (``MLAPool.kv_buffer``).
+
+    ``verdict``: ``"no-op"`` when the cast's destination is the dtype the buffer was declared with (the
+    finding becomes info), ``"tiny"`` when the buffer is small by construction (an error becomes a
+    warning), ``""`` otherwise; ``note`` says why, or, when the dtypes depend on configuration, under which
+    ones the cast is a no-op.
+    """
+
+    shape: tuple[str, ...]
+    src_dtype: str | None
+    dst_dtype: str | None
+    bytes_per_call: str
+    per_step: str
+    value: float | None = None
+    holder: str = ""
+    declared: str = ""  # where the buffer is allocated: ``mem_cache/memory_pool.py:1412``
+    verdict: CostVerdict = ""
+    note: str = ""  # why the verdict, or under which dtypes the cast costs (``no-op when dtype == q.dtype``)
+    unbound: tuple[str, ...] = ()
+    #: Set when a trace measured the same cast (``--trace``): the two held against each other.
+    check: CostCheck | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "shape": list(self.shape), "src_dtype": self.src_dtype, "dst_dtype": self.dst_dtype,
+            "bytes_per_call": self.bytes_per_call, "per_step": self.per_step, "value": self.value,
+            "holder": self.holder, "declared": self.declared, "verdict": self.verdict, "note": self.note,
+            "unbound": list(self.unbound)}
+        if self.check is not None:
+            d["check"] = self.check.to_dict()
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One flagged cast: where it is, which rule, why, and (with a trace) what it costs."""
+
+    rule: str
+    name: str
+    severity: Severity
+    root: str
+    path: str  # relative to ``root``, with forward slashes
+    line: int  # first line of the cast call expression (as ``ast`` gives the Call)
+    end_line: int
+    column: int  # 1-based
+    function: str  # ``Class.method`` or ``func``; "" at module level
+    expr: str
+    message: str
+    hot_path: tuple[str, ...] = ()
+    provenance: tuple[str, ...] = ()
+    fix: str = ""
+    runtime: Runtime | None = None
+    module: str = ""  # dotted module name, used to match runtime traces and fingerprints
+    score: float = 0.0  # static badness (buffer kind, loop depth, decode path): ranks within a severity
+    cost: Cost | None = None  # read from the allocation of its buffer (castfind.analysis.cost), after the engine
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "name": self.name,
+            "severity": self.severity,
+            "root": self.root,
+            "path": self.path,
+            "line": self.line,
+            "end_line": self.end_line,
+            "column": self.column,
+            "function": self.function,
+            "expr": self.expr,
+            "message": self.message,
+            "hot_path": list(self.hot_path),
+            "provenance": list(self.provenance),
+            "fix": self.fix,
+            "runtime": self.runtime.to_dict() if self.runtime else None,
+            "cost": self.cost.to_dict() if self.cost else None,
+        }
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}: {self.rule} {self.severity} {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """A problem with the input (unparsable file, bad rule, unreadable trace): reported, never fatal."""
+
+    path: str
+    line: int
+    message: str
+    kind: DiagnosticKind = "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "kind": self.kind, "message": self.message}
+
+    def __str__(self) -> str:
+        # Line 0: about the whole file (or flag) named by ``path``, not one of its lines.
+        # Shown escaped: one diagnostic is one line, whatever its file is called.
+        path, message = shown(self.path), shown(self.message)
+        return f"{path}:{self.line}: {message}" if self.line else f"{path}: {message}"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSite:
+    """One aggregated runtime cast record of a ``.castfind.jsonl`` trace.
+
+    Keyed by (path, line, op, src_dtype, dst_dtype, shape, device); ``calls`` counts them.
+    """
+
+    path: str
+    line: int
+    function: str
+    op: str
+    src_dtype: str
+    dst_dtype: str
+    shape: tuple[int, ...]
+    device: str
+    calls: int
+    bytes_per_call: int
+    device_time_us: float | None = None
+    steps: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "path": self.path,
+            "line": self.line,
+            "function": self.function,
+            "op": self.op,
+            "src_dtype": self.src_dtype,
+            "dst_dtype": self.dst_dtype,
+            "shape": list(self.shape),
+            "device": self.device,
+            "calls": self.calls,
+            "bytes_per_call": self.bytes_per_call,
+        }
+        if self.device_time_us is not None:
+            d["device_time_us"] = self.device_time_us
+        if self.steps is not None:
+            d["steps"] = self.steps
+        return d

@@ -1,0 +1,427 @@
+"""Results carried from one scan to the next, so a warm re-scan costs about reading the files.
+
+A scan is a pure function of its configuration (roots, rules, options) and the files' bytes.
+Its expensive steps — getter inference, each function's callers and hot path, each candidate
+file's findings — are memoised here with what they *depended on*:
+
+- the files whose facts they read (the :class:`~castfind.store.index.Index` reports every access to
+  this module's :class:`Tracker`, including reads answered from an in-run cache
+  (:meth:`Tracker.cached`), which replay the dependencies they were built with);
+- the text queries they asked (:mod:`castfind.store.textquery`), by key;
+- a module name they looked for and did not find (``m:<module>``), since adding it could change them.
+
+On the next run with the same configuration, the files whose content key changed (or that
+appeared or vanished) are *invalid*; a text query is invalid when re-asking it on those files
+gives another answer than last time; a step is replayed only when none of its dependencies is
+invalid, and recomputed otherwise. Nothing else is trusted: a missing, foreign or damaged memo
+just means computing everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from castfind.core.versions import EXTRACTOR_VERSION
+from castfind.read import codec
+
+if TYPE_CHECKING:
+    from castfind.store.index import Index
+    from castfind.store.textquery import Predicate, QueryKey
+
+MEMO_VERSION = 3
+
+StepKey = tuple[Hashable, ...]
+T = TypeVar("T")
+
+
+class Tracker:
+    """The one place dependencies are recorded: what the running computations read.
+
+    A dependency is a string: a file's absolute path (its facts or text were read), ``q:<key>``
+    (a text query's answer) or ``m:<module>`` (a module looked for and not found). Readers
+    (:class:`~castfind.store.index.Index`, :class:`~castfind.store.modules.Modules`, :class:`Memo`) report
+    them with :meth:`read`; every computation open in :meth:`recording` collects them.
+
+    :meth:`cached` is the in-run memo the resolver and the call graph use: a value is computed
+    once per run and a later hit replays the dependencies it was built with, so a persisted
+    :meth:`Memo.step` that reaches it records them too.
+    """
+
+    def __init__(self) -> None:
+        self._open: list[set[str]] = []
+        self._values: dict[Hashable, tuple[Any, frozenset[str]]] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}
+
+    def intern(self, deps: Iterable[str]) -> frozenset[str]:
+        """One shared frozenset per distinct set of dependencies. PERF: on both wheels ~28,000 steps
+        hold only ~4,000 distinct sets (of ~450 files each): shared, they cost 0.3 M entries, not 10 M."""
+        fs = frozenset(deps)
+        return self._sets.setdefault(fs, fs)
+
+    @classmethod
+    def of(cls, index: Index) -> Tracker:
+        """The index's tracker (one per index, so every reader reports to the same one)."""
+        got = index.observer
+        if not isinstance(got, Tracker):
+            got = cls()
+            index.observer = got
+        return got
+
+    @contextmanager
+    def recording(self) -> Iterator[set[str]]:
+        """Collect what is read while the block runs."""
+        deps: set[str] = set()
+        self._open.append(deps)
+        try:
+            yield deps
+        finally:
+            self._open.pop()
+
+    def read(self, deps: Iterable[str]) -> None:
+        """Report dependencies to every open recording."""
+        if self._open:
+            deps = tuple(deps)
+            for t in self._open:
+                t.update(deps)
+
+    def cached(self, key: Hashable, compute: Callable[[], T], pending: T) -> T:
+        """``compute()``, once per run per ``key``; a re-entrant call (a cycle) sees ``pending``."""
+        got = self._values.get(key)
+        if got is not None:
+            self.read(got[1])
+            return got[0]
+        self._values[key] = (pending, frozenset())
+        try:
+            with self.recording() as deps:
+                value = compute()
+        except BaseException:
+            del self._values[key]  # not computed (e.g. a file to parse first, :meth:`Index.in_batches`)
+            raise
+        self._values[key] = (value, self.intern(deps))
+        return value
+
+
+def _code_digest() -> str:
+    """castfind's own source: results carried by another version of the code are never replayed."""
+    global _CODE
+    if _CODE is None:
+        h = hashlib.blake2b(digest_size=16)
+        pkg = Path(__file__).resolve().parent
+        for p in sorted(pkg.rglob("*.py")):
+            h.update(p.relative_to(pkg).as_posix().encode() + b"\0" + p.read_bytes())
+        _CODE = h.hexdigest()
+    return _CODE
+
+
+_CODE: str | None = None
+
+
+def config_key(*parts: Any) -> str:
+    """A digest of everything a scan's results depend on besides the files' bytes (code included)."""
+    blob = repr((MEMO_VERSION, EXTRACTOR_VERSION, _code_digest()) + tuple(parts)).encode()
+    return "scan-" + hashlib.blake2b(blob, digest_size=16).hexdigest()
+
+
+class Memo:
+    """This run's steps and text queries, seeded from the previous run's where still valid."""
+
+    def __init__(self, index: Index, previous: dict[str, Any] | None = None) -> None:
+        self.index = index
+        self.tracker = Tracker.of(index)
+        # How to re-ask a query on a changed file; set by castfind.store.textquery.TextQueries.
+        self.predicate: Callable[[QueryKey], Predicate] | None = None
+        self.keys = {sf.abspath: index.key(sf) for sf in index.files}
+        self.modules = {sf.abspath: sf.module for sf in index.files}
+        # Stored results name files by root and path, never by absolute path or the root as typed:
+        # `scan proj` and `cd proj && scan .` (or a copy of the tree elsewhere) share them.
+        self._rel = file_ids(index)
+        absolute = {v: k for k, v in self._rel.items()}
+        prev = previous if isinstance(previous, dict) and previous.get("version") == MEMO_VERSION else None
+        prev_steps: dict[StepKey, tuple[Any, frozenset[str]]] = {}
+        if prev is not None:
+            prev = _rename(prev, absolute)
+            try:
+                prev_steps = _unpack_steps(prev, self.tracker)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError):  # damaged: compute everything
+                prev = None
+        self.prev_keys: dict[str, str] = prev["keys"] if prev else {}
+        self.prev_queries: dict[QueryKey, frozenset[str]] = prev["queries"] if prev else {}
+        self.prev_steps = prev_steps
+        self.prev_diagnostics: dict[str, list] = prev["diagnostics"] if prev else {}
+        prev_modules: dict[str, str] = prev["modules"] if prev else {}
+        removed = set(self.prev_keys) - set(self.keys)
+        moved = {p for p in self.keys if p in prev_modules and prev_modules[p] != self.modules[p]}
+        # A file under a new module name counts as changed: a query may depend on its module.
+        self.changed = {p for p, k in self.keys.items() if self.prev_keys.get(p) != k} | moved
+        self.invalid: set[str] = self.changed | removed
+        self.invalid |= {"m:" + prev_modules.get(p, "") for p in removed | moved}
+        self.invalid |= {"m:" + self.modules[p] for p in self.changed if p not in self.prev_keys or p in moved}
+        self._query_ok: dict[QueryKey, bool] = {}
+        self.queries: dict[QueryKey, frozenset[str]] = {}
+        self.steps: dict[StepKey, tuple[Any, frozenset[str]]] = {}
+        self.replayed = 0
+        self.dirty = prev is None or bool(self.invalid)
+
+    # -- text queries ---------------------------------------------------------------------------
+    def select(self, key: QueryKey, full: Callable[[], list]) -> frozenset[str]:
+        """The abspaths a query selects: last run's answer updated on the changed files, or ``full()``."""
+        got = self.queries.get(key)
+        if got is None:
+            prev = self.prev_queries.get(key)
+            if prev is not None:
+                assert self.predicate is not None, "a Memo with carried queries needs TextQueries"
+                pred = self.predicate(key)
+                fresh = {p for p in self.changed if pred(self.index.by_abspath[p], self.index.data(self.index.by_abspath[p]))}
+                got = frozenset((prev & self.keys.keys()) - self.changed | fresh)
+                self._query_ok[key] = got == prev
+            else:
+                got = frozenset(sf.abspath for sf in full())
+                self.dirty = True
+            self.queries[key] = got
+        self.tracker.read((query_dep(key),))
+        return got
+
+    def _query_valid(self, key: QueryKey) -> bool:
+        ok = self._query_ok.get(key)
+        if ok is None:
+            if key not in self.prev_queries:
+                return False
+            prev = self.prev_queries[key]
+            if not self.changed and not (prev - self.keys.keys()):
+                ok = True
+                self.queries.setdefault(key, prev)
+            else:
+                self.select(key, lambda: [])
+                ok = self._query_ok.get(key, False)
+        return ok
+
+    # -- steps ----------------------------------------------------------------------------------
+    def step(self, key: StepKey, compute: Callable[[], Any]) -> Any:
+        """The step's value: this run's, last run's when its dependencies are unchanged, or computed."""
+        got = self.steps.get(key)
+        if got is None:
+            got = self._replay(key)
+            if got is None:
+                with self.tracker.recording() as deps:
+                    value = compute()
+                got = (value, self.tracker.intern(deps))
+                self.dirty = True
+            else:
+                self.replayed += 1
+            self.steps[key] = got
+        self.tracker.read(got[1])
+        return got[0]
+
+    def peek(self, key: StepKey) -> tuple[bool, Any]:
+        """A value this run already holds (its dependencies noted), without computing it."""
+        got = self.steps.get(key)
+        if got is None:
+            return False, None
+        self.tracker.read(got[1])
+        return True, got[0]
+
+    def has(self, key: StepKey) -> bool:
+        """Would :meth:`step` answer without computing?"""
+        return key in self.steps or self._replay(key, keep=True) is not None
+
+    def _replay(self, key: StepKey, keep: bool = False) -> tuple[Any, frozenset[str]] | None:
+        old = self.prev_steps.get(key)
+        if old is None:
+            return None
+        deps = old[1]
+        if deps & self.invalid:
+            return None
+        for d in deps:
+            if d.startswith("q:") and not self._query_valid(_QUERY_KEYS.get(d) or _parse_query(d)):
+                return None
+        if keep:
+            self.steps[key] = old
+            self.replayed += 1
+        return old
+
+    # -- persistence ----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """What the next run needs: this run's keys, queries and steps, plus last run's still valid.
+
+        A step or query this run did not ask for (a ``--only`` run checks few files) is carried
+        over when its dependencies are unchanged, a query after updating it on the changed files.
+        """
+        for key in list(self.prev_queries):
+            if key not in self.queries:
+                self.select(key, lambda: [])
+        for key in self.prev_steps:
+            if key not in self.steps:
+                self._replay(key, keep=True)
+        used = self.used_files()
+        diagnostics = {p: ds for p, ds in self.prev_diagnostics.items() if p in used and p not in self.changed}
+        diagnostics.update((p, ds) for p, ds in self.index.file_diagnostics.items() if p in used)
+        steps, depsets, depnames = _pack_steps(self.steps)
+        return _rename({"version": MEMO_VERSION, "keys": self.keys, "modules": self.modules, "queries": self.queries,
+                        "steps": steps, "depsets": depsets, "depnames": depnames, "diagnostics": diagnostics},
+                       self._rel)
+
+    def used_files(self) -> set[str]:
+        """Every file a step held now depends on."""
+        out: set[str] = set()
+        for _, deps in self.steps.values():
+            out |= deps
+        return {d for d in out if d in self.keys}
+
+    def carried_diagnostics(self) -> list:
+        """Parse diagnostics of unchanged files that replayed steps depend on (not re-read this run)."""
+        used = self.used_files()
+        return [d for p in sorted(used & self.prev_diagnostics.keys()) if p not in self.changed
+                for d in self.prev_diagnostics[p]]
+
+
+def _pack_steps(steps: dict[StepKey, tuple[Any, frozenset[str]]]
+                ) -> tuple[dict[StepKey, tuple[Any, int]], list[tuple[int, ...]], list[str]]:
+    """Steps with each dependency set replaced by its number in a table of distinct sets, whose
+    members are numbers in a table of names. PERF: stored whole, the sets made the memo of both
+    wheels 760 MB of JSON (and its encoding peak at 3.9 GB); as tables, a few MB."""
+    names: dict[str, int] = {}
+    sets: dict[frozenset[str], int] = {}
+    table: list[tuple[int, ...]] = []
+    out: dict[StepKey, tuple[Any, int]] = {}
+    for key, (value, deps) in steps.items():
+        n = sets.get(deps)
+        if n is None:
+            n = sets[deps] = len(table)
+            table.append(tuple(sorted(names.setdefault(d, len(names)) for d in deps)))
+        out[key] = (value, n)
+    return out, table, list(names)
+
+
+def _unpack_steps(prev: dict[str, Any], tracker: Tracker) -> dict[StepKey, tuple[Any, frozenset[str]]]:
+    """:func:`_pack_steps` undone (on a snapshot whose names are already absolute again)."""
+    names, table = prev["depnames"], prev["depsets"]
+    sets = [tracker.intern(names[i] for i in t) for t in table]
+    return {key: (value, sets[n]) for key, (value, n) in prev["steps"].items()}
+
+
+_QUERY_KEYS: dict[str, QueryKey] = {}
+
+
+def query_dep(key: QueryKey) -> str:
+    d = "q:" + repr(key)
+    _QUERY_KEYS[d] = key
+    return d
+
+
+def _parse_query(dep: str) -> QueryKey:
+    import ast
+
+    return ast.literal_eval(dep[2:])
+
+
+def tree_digest(index: Index) -> str:
+    """A digest of the indexed tree: every file's root-relative id, module name and content key.
+
+    Two runs with the same configuration and the same digest have the same outcome (a scan is a
+    pure function of both), so a warm scan of an unchanged tree replays it whole
+    (:func:`castfind.pipeline.run`) instead of replaying its steps one by one.
+    """
+    # PERF: asked by each carried result a warm scan reads (outcome, costs, ignore comments). An index's
+    # files are only ever added to, and a file's key is fixed once found, so its file count names its tree.
+    # A digest the tree indexes stored for this very tree is reused (Index.stored_tree_digest; a change to
+    # how it is computed must bump cache.TREE_VERSION, which discards the stored ones).
+    n = len(index.files)
+    got = index.tree_digests.get(n)
+    if got is None:
+        got = index.stored_tree_digest()
+        if got is None:
+            ids = file_ids(index)
+            rows = sorted((ids[sf.abspath], sf.module, index.key(sf)) for sf in index.files)
+            got = hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
+        index.tree_digests[n] = got
+    return got
+
+
+def load_for_tree(index: Index, key: str) -> dict[str, Any] | None:
+    """The row stored under ``key`` by :func:`store_for_tree`, when it was stored for this very tree
+    (same :func:`tree_digest`); None when absent, damaged, of another version or of another tree.
+
+    The one mechanism behind every carried result (a scan's whole outcome, its costs, a ``where``
+    answer): each is a pure function of its key and the tree.
+    """
+    assert index.cache is not None
+    doc = loads(index.cache.get_memo(key))
+    return doc if doc is not None and same_tree(index, doc) else None
+
+
+def same_tree(index: Index, doc: dict[str, Any]) -> bool:
+    """Was ``doc`` (a row of :func:`store_for_tree`) stored for the tree ``index`` holds now?"""
+    return doc.get("tree") == tree_digest(index)
+
+
+def store_for_tree(index: Index, key: str, payload: dict[str, Any]) -> None:
+    """Store ``payload`` under ``key`` with this tree's digest (read back by :func:`load_for_tree`); nothing
+    when a file was edited during the run (:attr:`Index.raced`: what was computed is of no one tree)."""
+    assert index.cache is not None
+    if index.raced:
+        return
+    index.cache.put_memo(key, dumps({**payload, "version": MEMO_VERSION, "tree": tree_digest(index)}))
+
+
+def root_ids(index: Index) -> dict[str, str]:
+    """The root as typed → its number in :func:`file_ids` (what a stored finding names its root by)."""
+    return {root: str(n) for root, n in _numbering(index)[1].items()}
+
+
+def file_ids(index: Index) -> dict[str, str]:
+    """abspath → ``N:path``: the file's path inside its root, N numbering the roots by name."""
+    n = len(index.files)
+    got = index.file_ids.get(n)
+    if got is None:
+        order = _numbering(index)[0]
+        got = index.file_ids[n] = {sf.abspath: f"{order[sf.abspath.removesuffix(sf.path)]}:{sf.path}" for sf in index.files}
+    return got
+
+
+def _numbering(index: Index) -> tuple[dict[str, int], dict[str, int]]:
+    """The roots' numbers: by base folder (a file's abspath less its root-relative path) and by the root
+    as typed. PERF: one pass of set building; asked several times a run (memoised by file count, as
+    :func:`tree_digest` is: an index's files are only added to)."""
+    n = len(index.files)
+    got = index.root_numbers.get(n)
+    if got is None:
+        pairs = {(sf.root, sf.abspath.removesuffix(sf.path)) for sf in index.files}
+        order = {b: i for i, b in enumerate(sorted({b for _, b in pairs}, key=lambda b: (Path(b).name, b)))}
+        got = index.root_numbers[n] = (order, {root: order[b] for root, b in pairs})
+    return got
+
+
+def _rename(obj: Any, names: dict[str, str]) -> Any:
+    """``obj`` with every string that is a key of ``names`` replaced (in keys, tuples, sets, lists)."""
+    t = type(obj)
+    if t is str:
+        return names.get(obj, obj)
+    if t is tuple:
+        return tuple(_rename(x, names) for x in obj)
+    if t is frozenset:
+        return frozenset(_rename(x, names) for x in obj)
+    if t is list:
+        return [_rename(x, names) for x in obj]
+    if t is dict:
+        return {_rename(k, names): _rename(v, names) for k, v in obj.items()}
+    return obj  # records (findings, diagnostics) hold root-relative paths only
+
+
+def dumps(snapshot: dict[str, Any]) -> bytes:
+    """The snapshot in castfind's data-only encoding (:mod:`castfind.read.codec`)."""
+    return codec.dumps(snapshot)
+
+
+def loads(blob: bytes | None) -> dict[str, Any] | None:
+    """A stored snapshot, or None when absent or unreadable (then everything is computed)."""
+    if blob is None:
+        return None
+    try:
+        got = codec.loads(blob)
+    except codec.CodecError:  # any damage means "no memo", never a crash
+        return None
+    return got if isinstance(got, dict) and got.get("version") == MEMO_VERSION else None

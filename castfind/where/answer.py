@@ -1,0 +1,174 @@
+"""What ``castfind where`` answers (:class:`WhereResult` and its parts) and the carried answer.
+
+A ``where`` is a pure function of the query, the files' bytes and which installed packages exist, so
+its answer is stored under the query's key with a digest of the tree it was computed on
+(:func:`castfind.store.memo.store_for_tree`). PERF: reading it back needs no resolver and no fact record:
+:mod:`castfind.quick` answers a warm ``where`` from this module alone, without importing
+:mod:`castfind.where.lookup` (the search) or :mod:`castfind.read.facts`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from castfind.core.scope import DEFAULT_REPORT_EXCLUDE
+from castfind.core.types import Diagnostic, Hop
+from castfind.store import memo as carried
+from castfind.store.discover import Package
+from castfind.store.index import Index
+from castfind.store.modules import Modules
+
+#: Bytes of source not parsed before that one lookup may parse to find aliases, call sites and (for a
+#: bare name) bindings that do not look like one. PERF: libcst extracts ~130 KB of source a second per
+#: core, so a name that common code mentions everywhere (``grad`` in torch: 246 files, 16 MB) would take
+#: minutes; past the budget the files left are named in one ``unresolved`` entry instead. Files whose
+#: facts are cached cost nothing. None: no budget (``--parse-budget 0``).
+DEFAULT_PARSE_BUDGET = 512 * 1024  # --parse-budget 512K
+
+
+class WhereError(Exception):
+    """A usage error: malformed symbol, ``--at`` naming no indexed file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A call site; ``test``: in a file outside the report scope (tests, benchmarks: :mod:`castfind.core.scope`)."""
+
+    root: str
+    path: str
+    line: int
+    test: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WhereDefinition:
+    qualname: str
+    kind: Literal["function", "class", "method", "alias", "variable", "module"]
+    root: str
+    path: str
+    line: int
+    chain: tuple[Hop, ...]
+    exact: bool  # the definition's own name is the queried name
+    #: A candidate, not a resolution: the receiver's type is unknown (``reason`` says why).
+    dynamic: bool = False
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "qualname": self.qualname, "kind": self.kind, "root": self.root, "path": self.path,
+            "line": self.line,
+            "chain": [{"path": h.path, "line": h.line, "kind": h.kind, "text": h.text} for h in self.chain],
+        }
+        if self.dynamic:
+            out["dynamic"] = True
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    root: str
+    path: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class WhereResult:
+    symbol: str
+    definitions: tuple[WhereDefinition, ...]
+    call_sites: tuple[Location, ...]
+    unresolved: tuple[Unresolved, ...]
+    suggestions: tuple[str, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+    stats: dict[str, Any] = field(default_factory=dict)
+    packages: tuple[Package, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document (exactly these four keys)."""
+        return {
+            "symbol": self.symbol,
+            "definitions": [d.to_dict() for d in self.definitions],
+            "call_sites": [{"path": c.path, "line": c.line, "test": c.test} for c in self.call_sites],
+            "unresolved": [{"path": u.path, "line": u.line, "reason": u.reason} for u in self.unresolved],
+        }
+
+
+
+def carried_answer(index: Index, symbol: str, report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE,
+                   at: tuple[str, int] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET) -> WhereResult | None:
+    """What :func:`where` answers when its answer is carried (None: it would resolve, or there is no
+    cache). Raises :class:`WhereError` for a malformed query."""
+    _check_symbol(symbol)
+    if index.cache is None:
+        return None
+    return _carried(index, _carry_key(index, symbol, at, report_exclude, budget))
+
+
+def _check_symbol(symbol: str) -> None:
+    """Raise :class:`WhereError` unless ``symbol`` is a name, a dotted path or ``Class.method``."""
+    # Python identifiers are Unicode (PEP 3131): `где_ядро`, `café` and `Ωmega.f` are names.
+    if not all(part.isidentifier() for part in symbol.split(".")):
+        raise WhereError(f"{symbol!r} is not a Python name, dotted path or Class.method")
+
+
+def _carry_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exclude: tuple[str, ...],
+               budget: int | None) -> str:
+    roots = sorted((r, os.path.abspath(r)) for r in {sf.root for sf in index.files})
+    at_key = None if at is None else (os.path.abspath(at[0]), at[0], at[1])
+    return "where-" + carried.config_key(symbol, at_key, tuple(report_exclude), roots, index.follow_installed,
+                                         os.getcwd() if at is not None else "", budget)
+
+
+def _carried(index: Index, key: str) -> WhereResult | None:
+    """The stored answer, when the tree and the installed packages it looked for are as they were."""
+    assert index.cache is not None
+    doc = carried.loads(index.cache.get_memo(key))
+    if doc is None:
+        return None
+    installed, plain = doc.get("installed"), doc.get("result")
+    if not (isinstance(installed, dict) and isinstance(plain, tuple)):
+        return None
+    modules = Modules(index)
+    if any(modules.add_installed(top) != found for top, found in installed.items()):
+        return None  # a package was installed or removed since: resolve again
+    if not carried.same_tree(index, doc):  # after the packages: looking for one may add its files
+        return None
+    try:
+        result = _from_plain(plain)
+    except (TypeError, ValueError):  # a row of another shape: compute
+        return None
+    seen = {(d.path, d.line, d.message) for d in index.diagnostics}
+    diags = (*index.diagnostics, *(d for d in result.diagnostics if (d.path, d.line, d.message) not in seen))
+    stats = {**result.stats, "parsed": 0, "loaded": 0, "outcome": "carried"}
+    return replace(result, diagnostics=diags, stats=stats)
+
+
+def _carry(index: Index, key: str, result: WhereResult, installed: dict[str, bool]) -> None:
+    carried.store_for_tree(index, key, {
+        "installed": installed,
+        "result": _to_plain(replace(result, diagnostics=tuple(d for d in result.diagnostics if d.kind != "cache")))})
+
+
+def _to_plain(r: WhereResult) -> tuple[Any, ...]:
+    """The answer as tuples of plain values (what :mod:`castfind.read.codec` stores)."""
+    defs = tuple((d.qualname, d.kind, d.root, d.path, d.line,
+                  tuple((h.root, h.path, h.line, h.kind, h.text) for h in d.chain), d.exact, d.dynamic, d.reason)
+                 for d in r.definitions)
+    return (r.symbol, defs, tuple((c.root, c.path, c.line, c.test) for c in r.call_sites),
+            tuple((u.root, u.path, u.line, u.reason) for u in r.unresolved), r.suggestions, r.diagnostics,
+            r.stats, tuple((p.name, p.root, p.folder) for p in r.packages))
+
+
+def _from_plain(t: tuple[Any, ...]) -> WhereResult:
+    symbol, defs, sites, unresolved, sugg, diags, stats, packages = t
+    if not (isinstance(stats, dict) and all(isinstance(d, Diagnostic) for d in diags)):
+        raise TypeError("not a carried where answer")
+    return WhereResult(
+        symbol,
+        tuple(WhereDefinition(q, k, root, path, line, tuple(Hop(*h) for h in chain), exact, dyn, reason)
+              for q, k, root, path, line, chain, exact, dyn, reason in defs),
+        tuple(Location(*c) for c in sites), tuple(Unresolved(*u) for u in unresolved), tuple(sugg), tuple(diags),
+        dict(stats), tuple(Package(*p) for p in packages))
