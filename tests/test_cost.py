@@ -499,3 +499,39 @@ def test_verdicts_are_carried_with_the_costs(tmp_path: Path) -> None:
     assert [(f["path"], f["line"], f["severity"], f["message"], f["cost"]) for f in again["findings"]] == [
         (f["path"], f["line"], f["severity"], f["message"], f["cost"]) for f in first["findings"]]
     assert any(f["severity"] == "info" for f in again["findings"] if QUIET in f["path"])
+
+
+def test_cost_reads_the_buffer_off_provenances_walk() -> None:
+    """Issue 33: one walk back. The cost stage names the buffer provenance's walk ended at (its Trail: the
+    steps, then ``self.kv_buffer``), with the index and the dtype view the walk stepped through."""
+    from castfind.analysis.provenance import Origin, Provenance
+
+    src = (b"import torch\n"
+           b"class Pool:\n"
+           b"    def __init__(self, n):\n"
+           b"        self.kv_buffer = [torch.zeros((n, 8), dtype=torch.uint8) for _ in range(4)]\n"
+           b"    def step(self, i: int, q):\n"
+           b"        kv = self.kv_buffer[i].view(torch.float8_e4m3fn)\n"
+           b"        x = kv.mT\n"
+           b"        return x.to(q.dtype)\n")
+    facts = extract_source(src, "servekit.toy", "servekit/toy.py", False)
+    cast = next(c for c in facts.casts if c.method == "to")
+    rules = load_rules()
+    got = Provenance(rules).origin_or_stop(facts, cast.scope, cast.receiver, cast.line)
+    assert isinstance(got, Origin) and got.path == "self.kv_buffer"
+    assert [s.kind for s in got.trail.steps] == ["name", "view-attribute", "name", "view", "index"]
+    assert got.trail.end is not None and got.trail.line == 6
+
+    class Lookup:
+        def definitions(self, name: str):
+            return [(facts, d) for d in facts.definitions if d.name == name]
+
+        def facts(self, root: str, path: str):
+            return facts
+
+    finding = Finding("CF101", "x", "error", "r", "servekit/toy.py", cast.line, cast.line, cast.column,
+                      cast.scope, "x.to(q.dtype)", "")
+    cost = CostModel(rules, Lookup(), Bindings()).cost(finding)
+    assert cost is not None and cost.holder == "Pool.kv_buffer"  # the buffer the walk ended at, declared ×4
+    assert cost.src_dtype == "torch.float8_e4m3fn"  # the walk's .view(dtype) step, not the declared uint8
+    assert cost.shape == ("n", "8") and cost.per_step.startswith("4 * ")  # [i] of a per-layer list: ×4 per step

@@ -372,7 +372,7 @@ def test_exclusive_branches_agree_with_their_definition_on_the_project_sources()
                    for b0, b1, e0, e1 in facts.branches)
 
     checked = 0
-    for p in sorted((REPO / "castfind").glob("*.py")):
+    for p in sorted((REPO / "castfind").rglob("*.py")):
         facts = extract_source(p.read_bytes(), "m", str(p), False)
         lines = sorted({n + d for br in facts.branches for n in br for d in (-1, 0, 1)})
         for a in lines:

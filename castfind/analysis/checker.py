@@ -197,7 +197,7 @@ class Checker:
         kind = self.rules.buffers[got.kind]
         if kind.excluded(got.names, got.classes):
             why = kind.exclusion(got.names, got.classes) or "excluded"
-            return Stop("excluded", f"{got.path} is a {got.kind} buffer, but {why}", got.hops)
+            return Stop("excluded", f"{got.path} is a {got.kind} buffer, but {why}", got.hops, got.trail)
         return got
 
     def _applicable(self, cast: Cast, origin: Origin, once: bool) -> list[Rule]:
@@ -327,7 +327,7 @@ class Checker:
             path, via = got
             assert origin.entry is not None
             return path, Origin(via.kind, via.path, (*origin.hops[:origin.entry[3]], *via.hops), via.names,
-                                via.classes, origin.entry), None
+                                via.classes, origin.entry, origin.trail), None
         return None, origin, Stop("cold", f"no entry point reaches a caller that hands {label(node)} a whole buffer "
                                   f"for {param} and runs per step")
 

@@ -2,10 +2,15 @@
 
 Runs after the engine, on findings only (a few hundred at most), never per cast candidate:
 
-1. **The operand's buffer.** The cast's receiver is walked back inside its function (views, a scalar
-   index, local names) to ``self.X`` (the holder is the method's class, or the classes ``self.h`` is built
-   from for ``self.h.X``) or to a getter call ``recv.get_key_buffer(i)``. A getter is every method of that
-   name whose returns that walk to ``self.X[...]`` of its class (directly or through ``self.m(...)``) agree on
+1. **The operand's buffer.** Cost does not walk: it reads provenance's walk back from the cast's receiver
+   (:meth:`~castfind.analysis.provenance.Provenance.origin_or_stop`, the walk the finding was raised on; its
+   :class:`~castfind.analysis.provenance.Trail`: the steps taken and the expression it ended at). Read with cost's
+   stricter rules (:meth:`CostModel._read`: local names, views, ``.view(dtype)`` remembered, an index whose
+   first element is no slice, at most 16 steps; an unpacked element, a loop variable or a parameter: no cost), it
+   ends at ``self.X`` (the holder is the method's class, or the classes ``self.h`` is built
+   from for ``self.h.X``) or at a getter call ``recv.get_key_buffer(i)``. A getter is every method of that
+   name whose returns (provenance's walk of each, :meth:`~castfind.analysis.provenance.Provenance.returns_of`, read the
+   same way) end at ``self.X[...]`` of its class (directly or through ``self.m(...)``) and agree on
    one ``X`` (a return that ends elsewhere, a dequantized copy, is not the buffer); when several classes have one, those
    whose name shares a word with the finding's path come first (``flashinfer_mla_backend`` → ``MLAPool``),
    then a base class over its subclasses; still several and the cost is unknown.
@@ -58,7 +63,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from castfind.analysis.provenance import VIEW_ATTRIBUTES, Provenance, enclosing_class, holder_classes
+from castfind.analysis.provenance import Origin, Provenance, Stop, enclosing_class, holder_classes
 from castfind.core import casts
 from castfind.core.rules import CostSpec, RuleSet, glob_match, identifier_tokens
 from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime
@@ -446,50 +451,79 @@ class CostModel:
         cls = enclosing_class(facts, scope)
         return self._class_ref(facts, cls) if cls else None
 
-    def _walk(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> _Held | _GetterCall | None:
-        """Back from ``expr`` to ``self.X`` (a :class:`_Held`) or to a getter call (:class:`_GetterCall`)."""
-        indexed, view = False, None
-        for _ in range(_MAX_WALK):
-            if isinstance(expr, Call):
-                f = expr.func
-                if isinstance(f, Attr) and f.attr in self.views:
-                    if f.attr == "view" and len(expr.args) == 1 and view is None and _dtype_like(render(expr.args[0])):
-                        view = render(expr.args[0])
-                    expr = f.value
-                    continue
-                if isinstance(f, Attr):
-                    on_self = isinstance(f.value, Name) and f.value.id == "self"
-                    return _GetterCall(f.attr, indexed or bool(expr.args), view, on_self)
+    def _operand(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> _Held | _GetterCall | None:
+        """The buffer ``expr`` is read from: provenance's walk back (:meth:`Provenance.origin_or_stop`, the one
+        walk), read by :meth:`_read`."""
+        return self._read(facts, scope, self.prov.origin_or_stop(facts, scope, expr, line))
+
+    def _read(self, facts: FileFacts, scope: str, got: Origin | Stop, taken: int = 0, indexed: bool = False,
+              view: str | None = None) -> _Held | _GetterCall | None:
+        """``self.X`` (a :class:`_Held`) or a getter call (:class:`_GetterCall`) from a walk's :class:`Trail`.
+
+        Cost's reading is stricter than a proof of wholeness: at most :data:`_MAX_WALK` steps; a local name
+        and a view go on (``.view(dtype)`` is remembered: the dtype the getter hands out); an index goes on
+        when its first element is no slice (``buf[:bs]``, ``buf[:, :, :d]`` are not what the allocation holds);
+        tuple unpacking, loop variables, parameters and ``torch.view(x, ...)`` end it with no answer; a helper
+        that returns its argument, or any other method call, is read as a getter call. Where the walk stopped
+        at an index or a split that is no whole buffer (a getter's ``self.X[layer_id]`` with an index it cannot
+        judge), the same walk is resumed from what was indexed or split: the allocation is still the one read.
+        """
+        trail = got.trail
+        for step in trail.steps:
+            if taken >= _MAX_WALK:
                 return None
-            if isinstance(expr, Subscript):
-                if not expr.index or isinstance(expr.index[0], Slice):
+            e = step.expr
+            if step.kind in ("view", "split"):
+                assert isinstance(e, Call) and isinstance(e.func, Attr)
+                if e.func.attr == "view" and len(e.args) == 1 and view is None and _dtype_like(render(e.args[0])):
+                    view = render(e.args[0])
+            elif step.kind == "index":
+                assert isinstance(e, Subscript)
+                if not e.index or isinstance(e.index[0], Slice):
                     return None  # `buf[:bs]`, `buf[:, :, :d]`: not what the allocation holds
                 indexed = True
-                expr = expr.value
-                continue
-            if isinstance(expr, Attr):
-                if expr.attr in VIEW_ATTRIBUTES:
-                    expr = expr.value
-                    continue
-                holders = self._holders(facts, scope, expr)
-                if holders:
-                    return _Held(holders, expr.attr, indexed, view)
-                inner = expr.value
-                if (expr.attr == "weight" and isinstance(inner, Attr) and isinstance(inner.value, Name)
-                        and inner.value.id == "self"):  # `self.proj.weight` of a torch module castfind cannot read
-                    ref = self._own_class(facts, scope)
-                    return _Held((ref,), inner.attr, indexed, view, module_weight=True) if ref else None
-                if isinstance(expr.value, Name) and self._is_param(facts, scope, expr.value.id):
-                    ref = self._own_class(facts, scope)
-                    return _Held((ref,), expr.attr, indexed, view, on_param=True) if ref else None
-                return None
-            if isinstance(expr, Name):
-                a = self.prov.assignment(facts, scope, expr.id, line)
-                if a is None or a.loop or a.index is not None:
-                    return None
-                expr, line = a.value, a.line
-                continue
+            elif step.kind == "helper":
+                return self._call(e, indexed, view)
+            elif step.kind not in ("name", "view-attribute"):
+                return None  # an element of a tuple, a loop variable, a parameter, `torch.view(x, ...)`
+            taken += 1
+        end = trail.end
+        if end is None or taken >= _MAX_WALK:
             return None
+        e = end
+        if isinstance(e, Call):
+            f = e.func
+            if isinstance(f, Attr) and f.attr in self.views:  # a split along the token axis: resumed past it
+                if f.attr == "view" and len(e.args) == 1 and view is None and _dtype_like(render(e.args[0])):
+                    view = render(e.args[0])
+                return self._read(facts, scope, self.prov.origin_or_stop(facts, scope, f.value, trail.line),
+                                  taken + 1, indexed, view)
+            return self._call(e, indexed, view)
+        if isinstance(e, Subscript):  # an index that is no whole buffer: resumed past it
+            if not e.index or isinstance(e.index[0], Slice):
+                return None
+            return self._read(facts, scope, self.prov.origin_or_stop(facts, scope, e.value, trail.line),
+                              taken + 1, True, view)
+        if isinstance(e, Attr):
+            holders = self._holders(facts, scope, e)
+            if holders:
+                return _Held(holders, e.attr, indexed, view)
+            inner = e.value
+            if (e.attr == "weight" and isinstance(inner, Attr) and isinstance(inner.value, Name)
+                    and inner.value.id == "self"):  # `self.proj.weight` of a torch module castfind cannot read
+                ref = self._own_class(facts, scope)
+                return _Held((ref,), inner.attr, indexed, view, module_weight=True) if ref else None
+            if isinstance(e.value, Name) and self._is_param(facts, scope, e.value.id):
+                ref = self._own_class(facts, scope)
+                return _Held((ref,), e.attr, indexed, view, on_param=True) if ref else None
+        return None
+
+    @staticmethod
+    def _call(e: Expr, indexed: bool, view: str | None) -> _GetterCall | None:
+        """A method call ``recv.name(...)`` read as a getter call (a call of a plain function: no answer)."""
+        if isinstance(e, Call) and isinstance(e.func, Attr):
+            f = e.func
+            return _GetterCall(f.attr, indexed or bool(e.args), view, isinstance(f.value, Name) and f.value.id == "self")
         return None
 
     @staticmethod
@@ -506,8 +540,9 @@ class CostModel:
             out += [(ff, d) for ff, d in self._defs_named(name) if d.kind == "class"][:1]
         return tuple(out)
 
-    def _getter(self, name: str) -> tuple[_Held, ...]:
-        """Every class method ``name`` whose returns all end at one ``self.X`` of its class."""
+    def _handed_out(self, name: str) -> tuple[_Held, ...]:
+        """Every class method ``name`` whose returns all end at one ``self.X`` of its class: provenance's walk of
+        each return (:meth:`Provenance.returns_of`, what getter inference reads), read by :meth:`_read`."""
         got = self._getters.get(name)
         if got is not None:
             return got
@@ -517,12 +552,10 @@ class CostModel:
             if d.kind != "method":
                 continue
             held: list[_Held] = []
-            for r in facts.returns:
-                if r.scope != d.qualname:
-                    continue
-                end = self._walk(facts, d.qualname, r.value, r.line)
+            for walked in self.prov.returns_of(facts, d.qualname):
+                end = self._read(facts, d.qualname, walked)
                 if isinstance(end, _GetterCall) and end.on_self:  # `return self._get_key_buffer(layer_id)`
-                    own = [h for h in self._getter(end.name) if h.holders and h.holders[0][0] is facts
+                    own = [h for h in self._handed_out(end.name) if h.holders and h.holders[0][0] is facts
                            and h.holders[0][1].qualname == d.parent]
                     held += [_Held(h.holders, h.attr, h.indexed, h.view or end.view) for h in own[:1]]
                 elif isinstance(end, _Held):
@@ -695,9 +728,9 @@ class CostModel:
         method = casts.by_name().get(cast.method)
         if method is None or method.operand != "receiver":
             return None
-        end = self._walk(facts, cast.scope, cast.receiver, cast.line)
+        end = self._operand(facts, cast.scope, cast.receiver, cast.line)
         if isinstance(end, _GetterCall):
-            got = self._choose(self._getter(end.name), finding.path)
+            got = self._choose(self._handed_out(end.name), finding.path)
             if got is None:
                 return None
             end = _Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)

@@ -23,12 +23,17 @@ keeps whole.
 the walk gives up: the :data:`StopReason`, a detail naming the exact thing (the parameter, the function
 called, the attribute, the index, the split axis) and the hops walked up to it. :meth:`Provenance.origin`
 is the same walk, answering None for a stop.
+
+**The one walk.** Both outcomes carry the walk as data (:class:`Trail`: each :class:`Step` and the expression
+it ended or stopped at). Nothing else walks an operand back: getter inference reads :meth:`Provenance.returns_of`,
+and the cost stage (:mod:`castfind.analysis.cost`) reads the trail with its own, stricter reading to find the
+allocation (it resumes the same walk past an index or a split the proof rejects, never a walk of its own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from castfind.core.rules import RuleSet
@@ -42,6 +47,7 @@ from castfind.read.facts import (
     FileFacts,
     Name,
     Other,
+    Return,
     Seq,
     Slice,
     Subscript,
@@ -80,13 +86,53 @@ STOP_REASONS: tuple[StopReason, ...] = ("parameter", "unknown-call", "unresolved
                                         "cold", "other")
 
 
+#: What one step of the walk did to the expression it stepped from (:class:`Step`): ``name`` (a local name to
+#: its assignment), ``unpack`` (a name to the value it is element *i* of), ``view`` (``x.view(...)``, ``x.reshape``,
+#: ...; ``.view(dtype)`` included), ``split`` (a piece of ``x.split(..., dim=d)`` along a non-token axis),
+#: ``view-fn``/``split-fn`` (the same written ``torch.view(x, ...)``), ``index`` (an index that keeps the buffer
+#: whole), ``view-attribute`` (``.T``, ``.mT``, ...), ``rows`` (unpacking a tensor takes ``x[i]``), ``element``
+#: (element *i* of a tuple display), ``tuple`` (a tuple display of buffers), ``helper`` (a call that returns a
+#: full-size derivation of an argument), ``parameter`` (into the caller that passes the buffer).
+StepKind = Literal["name", "unpack", "view", "split", "view-fn", "split-fn", "index", "view-attribute", "rows",
+                   "element", "tuple", "helper", "parameter"]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of the walk back: its kind, the expression it stepped from and the line that expression is read at."""
+
+    kind: StepKind
+    expr: Expr
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trail:
+    """The walk as data, in the function it started in: the steps taken in order, and the expression it ended
+    (or stopped) at with its line (None for a walk that never read one). What the buffer is for the cost stage:
+    its holder (``end``: ``self.X``, ``self.h.X``, ``layer.X``, a getter call ``recv.get_key_buffer(i)``) and the
+    operations applied on the way (views, indexes, a dtype view): :mod:`castfind.analysis.cost` reads it, never walks."""
+
+    steps: tuple[Step, ...] = ()
+    end: Expr | None = None
+    line: int = 0
+
+    @property
+    def getter(self) -> str | None:
+        """The method name when the walk ended at a method call ``recv.name(...)``."""
+        e = self.end
+        return e.func.attr if isinstance(e, Call) and isinstance(e.func, Attr) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """Where a proof gave up: why, the exact thing it stopped at (``detail``) and the hops walked before."""
+    """Where a proof gave up: why, the exact thing it stopped at (``detail``) and the hops walked before;
+    ``trail``: the same walk as data (the stopping expression its ``end``)."""
 
     reason: StopReason
     detail: str
     hops: tuple[str, ...] = ()
+    trail: Trail = field(default=Trail(), compare=False)  # the hops as data: equal proofs, equal outcomes
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +149,9 @@ class Origin:
     ``(module, function, parameter, hops before that crossing)`` (None when it is read there): the
     cast is whole only when one of the callers that pass a whole buffer for that parameter runs it
     (:mod:`castfind.analysis.checker` judges hot and once on those callers, not on the function alone).
+
+    ``trail``: the walk as data (:class:`Trail`): its steps in the function it started in and the buffer
+    expression it ended at (a walk that crossed into a caller ends with a ``parameter`` step).
     """
 
     kind: str
@@ -111,6 +160,7 @@ class Origin:
     names: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
     entry: tuple[str, str, str, int] | None = None
+    trail: Trail = field(default=Trail(), compare=False)  # the hops as data: equal proofs, equal outcomes
 
 
 def once_function(rules: RuleSet, qualname: str) -> str | None:
@@ -258,13 +308,15 @@ class Provenance:
         return got if isinstance(got, Origin) else None
 
     def origin_or_stop(self, facts: FileFacts, scope: str, expr: Expr, line: int, depth: int = 0) -> Origin | Stop:
-        """The whole buffer ``expr`` is, or where and why the walk stopped."""
+        """The whole buffer ``expr`` is, or where and why the walk stopped; either carries the walk as a :class:`Trail`."""
         hops: list[str] = []
+        steps: list[Step] = []
         seen: set[tuple[str, int]] = set()
         # Elements taken by tuple unpacking, innermost last: `k, v = X` then `k` is element 0 of X.
         elems: list[int] = []
         for _ in range(_MAX_STEPS):
             if elems and not isinstance(expr, (Name, Seq, Call)):
+                steps.append(Step("rows", expr, line))
                 expr = self._take_rows(expr, elems, hops)
             if isinstance(expr, Call):
                 view = self._view_call(expr)
@@ -275,14 +327,18 @@ class Provenance:
                         if not non_token_axis(axis):
                             # pieces along the token axis (or an unknown one): rows, not the buffer
                             return _stop("token-split", f"{render(expr)} cuts axis "
-                                         f"{render(axis) if axis is not None else '0 (no dim given)'}", hops)
+                                         f"{render(axis) if axis is not None else '0 (no dim given)'}", hops,
+                                         steps, expr, line)
                         piece = f"element {elems.pop()} of " if elems else ""
                         hops.append(f"{piece}.{method}(dim={render(axis)}) cuts a non-token axis: each piece is whole")
+                        steps.append(Step("split-fn" if skip else "split", expr, line))
                     else:
                         if elems:
+                            steps.append(Step("rows", expr, line))
                             expr = self._take_rows(expr, elems, hops)
                             continue
                         hops.append(f".{method}() is a view")
+                        steps.append(Step("view-fn" if skip else "view", expr, line))
                     expr = operand
                     continue
                 kind = self.kind_of_call(expr.func)
@@ -294,61 +350,78 @@ class Provenance:
                                     "buffers or a tuple of them")
                     else:
                         hops.append(f"{name}() returns the whole {kind}")
-                    return self._end(facts, scope, kind, expr, hops)
+                    return self._end(facts, scope, kind, expr, hops, steps, line)
                 if self.across is not None and not elems:
                     derived = self.across.derived(facts, scope, expr, line, depth)
                     if derived is not None:
+                        steps.append(Step("helper", expr, line))
                         expr, hop = derived
                         hops.append(hop)
                         continue
-                return _stop("unknown-call", f"{render(expr.func)}() is no getter and no view", hops)
+                return _stop("unknown-call", f"{render(expr.func)}() is no getter and no view", hops, steps, expr, line)
             if isinstance(expr, Seq):
                 if elems:
                     i = elems.pop()
                     if i >= len(expr.elts):
-                        return _stop("other", f"element {i} of {render(expr)} does not exist", hops)
+                        return _stop("other", f"element {i} of {render(expr)} does not exist", hops, steps, expr, line)
                     hops.append(f"element {i} of {render(expr)}")
+                    steps.append(Step("element", expr, line))
                     expr = expr.elts[i]
                     continue
-                return self._tuple_origin(facts, scope, expr, line, hops, depth)
+                return self._tuple_origin(facts, scope, expr, line, hops, depth, steps)
             if isinstance(expr, Subscript):
                 cut = self.index_stop(expr.index, facts, scope, line)
                 if cut is not None:
-                    return _stop(cut[0], f"[{cut[1]}] in {render(expr)}", hops)
+                    return _stop(cut[0], f"[{cut[1]}] in {render(expr)}", hops, steps, expr, line)
                 hops.append(f"[{', '.join(render(i) for i in expr.index)}] keeps it whole")
+                steps.append(Step("index", expr, line))
                 expr = expr.value
                 continue
             if isinstance(expr, Attr):
                 if expr.attr in VIEW_ATTRIBUTES:
                     hops.append(f".{expr.attr} is a view")
+                    steps.append(Step("view-attribute", expr, line))
                     expr = expr.value
                     continue
                 for buffer in self.rules.buffers.values():
                     if buffer.attribute_matches(expr.attr):
                         hops.append(f".{expr.attr} is a {buffer.name} buffer")
-                        return self._end(facts, scope, buffer.name, expr, hops)
-                return _stop("unresolved-attribute", f"{render(expr)}: no buffer kind names .{expr.attr}", hops)
+                        return self._end(facts, scope, buffer.name, expr, hops, steps, line)
+                return _stop("unresolved-attribute", f"{render(expr)}: no buffer kind names .{expr.attr}", hops,
+                             steps, expr, line)
             if isinstance(expr, Name):
                 a = self.assignment(facts, scope, expr.id, line)
                 if a is None and not elems and self.across is not None and expr.id in self.params(facts, scope):
-                    return self._through_parameter(facts, scope, expr.id, hops, depth)
+                    return self._through_parameter(facts, scope, expr, line, hops, depth, steps)
                 if a is None:
-                    return _unassigned(facts, scope, expr.id, hops)
+                    return _unassigned(facts, scope, expr, line, hops, steps)
                 if (a.target, a.line) in seen:
-                    return _stop("other", f"{expr.id} is assigned from itself (line {a.line})", hops)
+                    return _stop("other", f"{expr.id} is assigned from itself (line {a.line})", hops, steps, expr, line)
                 if a.loop:
                     return _stop("other", f"{expr.id} is a loop variable over {render(a.value)} (line {a.line}): "
-                                 "one element at a time", hops)
+                                 "one element at a time", hops, steps, expr, line)
                 seen.add((a.target, a.line))
                 if a.index is not None:
                     elems.append(a.index)
                     hops.append(f"{expr.id} = element {a.index} of {render(a.value)} (line {a.line})")
+                    steps.append(Step("unpack", expr, line))
                 else:
                     hops.append(f"{expr.id} = {render(a.value)} (line {a.line})")
+                    steps.append(Step("name", expr, line))
                 expr, line = a.value, a.line
                 continue
-            return _stop("other", f"{render(expr)} is a {expr.kind if isinstance(expr, Other) else 'constant'}", hops)
-        return _stop("step-limit", f"gave up after {_MAX_STEPS} steps at {render(expr)}", hops)
+            return _stop("other", f"{render(expr)} is a {expr.kind if isinstance(expr, Other) else 'constant'}", hops,
+                         steps, expr, line)
+        return _stop("step-limit", f"gave up after {_MAX_STEPS} steps at {render(expr)}", hops, steps, expr, line)
+
+    def returns_of(self, facts: FileFacts, qualname: str, returns: Iterable[Return] | None = None) -> Iterator[Origin | Stop]:
+        """The walk of each ``return`` of function ``qualname`` (``returns``: those of ``facts``, already picked
+        out), in order: what getter inference reads (the engine's :class:`~castfind.analysis.scan.GetterOracle`: is every
+        return a whole buffer of one kind; the cost stage: which attribute of its class a getter hands out).
+        Lazy: a reader may stop at the first it rejects."""
+        for r in facts.returns if returns is None else returns:
+            if r.scope == qualname:
+                yield self.origin_or_stop(facts, qualname, r.value, r.line)
 
     @staticmethod
     def _take_rows(expr: Expr, elems: list[int], hops: list[str]) -> Expr:
@@ -359,34 +432,38 @@ class Provenance:
         return Subscript(expr, index)
 
     def _tuple_origin(self, facts: FileFacts, scope: str, expr: Seq, line: int, hops: list[str],
-                      depth: int = 0) -> Origin | Stop:
-        """A tuple display of whole buffers of one kind (``return self.k_buffer[i], self.v_buffer[i]``)."""
+                      depth: int = 0, steps: list[Step] | None = None) -> Origin | Stop:
+        """A tuple display of whole buffers of one kind (``return self.k_buffer[i], self.v_buffer[i]``).
+        Its trail ends at the tuple (no one buffer): the elements' walks are not part of it."""
+        trail = Trail((*(steps or ()), Step("tuple", expr, line)), expr, line)
         if not expr.elts:
-            return _stop("other", "an empty tuple", hops)
+            return Stop("other", "an empty tuple", tuple(hops), trail)
         got = [self.origin_or_stop(facts, scope, e, line, depth) for e in expr.elts]
         for g in got:
             if isinstance(g, Stop):  # the first element that is no whole buffer, with its own hops
-                return Stop(g.reason, g.detail, (*hops, *g.hops))
+                return Stop(g.reason, g.detail, (*hops, *g.hops), trail)
         found = [g for g in got if isinstance(g, Origin)]
         kinds = {o.kind for o in found}
         if len(kinds) != 1:
-            return _stop("other", f"{render(expr)} mixes {', '.join(sorted(kinds))} buffers", hops)
+            return Stop("other", f"{render(expr)} mixes {', '.join(sorted(kinds))} buffers", tuple(hops), trail)
         kind = kinds.pop()
         hops.append(f"{render(expr)} is a tuple of whole {kind} buffers")
         names = tuple(dict.fromkeys(n for o in found for n in o.names))
         classes = tuple(dict.fromkeys(c for o in found for c in o.classes))
-        return Origin(kind, render(expr), tuple(hops), names, classes)
+        return Origin(kind, render(expr), tuple(hops), names, classes, trail=trail)
 
-    def _through_parameter(self, facts: FileFacts, scope: str, name: str, hops: list[str],
-                           depth: int) -> Origin | Stop:
-        """``name`` is a parameter of ``scope``: the whole buffer a caller passes for it, if any."""
+    def _through_parameter(self, facts: FileFacts, scope: str, expr: Name, line: int, hops: list[str],
+                           depth: int, steps: list[Step]) -> Origin | Stop:
+        """``expr`` names a parameter of ``scope``: the whole buffer a caller passes for it, if any. The trail
+        stays in this function: it ends with the ``parameter`` step (the caller's side is in the hops)."""
         assert self.across is not None
+        name = expr.id
         outer = self.across.parameter(facts, scope, name, depth)
         if outer is None:
             return _stop("parameter", f"{name} is a parameter of {scope}: no caller castfind sees in the report "
-                         "scope passes a whole buffer for it", hops)
+                         "scope passes a whole buffer for it", hops, steps, expr, line)
         return Origin(outer.kind, outer.path, (*hops, *outer.hops), outer.names, outer.classes,
-                      (facts.module, scope, name, len(hops)))
+                      (facts.module, scope, name, len(hops)), Trail((*steps, Step("parameter", expr, line)), expr, line))
 
     @staticmethod
     def int_parameter(facts: FileFacts, scope: str, name: str) -> bool:
@@ -407,8 +484,10 @@ class Provenance:
             self._params[id(facts)] = got
         return got[1].get(scope, ())
 
-    def _end(self, facts: FileFacts, scope: str, kind: str, expr: Expr, hops: list[str]) -> Origin:
-        return Origin(kind, render(expr), tuple(hops), buffer_names(expr), holder_classes(facts, scope, expr))
+    def _end(self, facts: FileFacts, scope: str, kind: str, expr: Expr, hops: list[str], steps: list[Step],
+             line: int) -> Origin:
+        return Origin(kind, render(expr), tuple(hops), buffer_names(expr), holder_classes(facts, scope, expr),
+                      trail=Trail(tuple(steps), expr, line))
 
     def assignment(self, facts: FileFacts, scope: str, name: str, line: int) -> Assign | None:
         """The latest assignment to ``name`` in ``scope`` before ``line`` (tuple unpacking included)."""
@@ -452,17 +531,19 @@ def _exclusive(facts: FileFacts, a: int, b: int) -> bool:
     return False
 
 
-def _stop(reason: StopReason, detail: str, hops: list[str]) -> Stop:
-    return Stop(reason, detail, tuple(hops))
+def _stop(reason: StopReason, detail: str, hops: list[str], steps: list[Step], end: Expr, line: int) -> Stop:
+    return Stop(reason, detail, tuple(hops), Trail(tuple(steps), end, line))
 
 
-def _unassigned(facts: FileFacts, scope: str, name: str, hops: list[str]) -> Stop:
+def _unassigned(facts: FileFacts, scope: str, expr: Name, line: int, hops: list[str], steps: list[Step]) -> Stop:
     """A name with no assignment before the line: a parameter of its function (or of one it is nested in),
     or something else (a global, an import, a loop or ``with`` target)."""
+    name = expr.id
     fn = function_with_param(facts, scope, name)
     if fn is not None:
-        return _stop("parameter", f"{name} is a parameter of {fn.qualname}", hops)
-    return _stop("no-assignment", f"{name} is not assigned in {scope or '<module>'} before its use", hops)
+        return _stop("parameter", f"{name} is a parameter of {fn.qualname}", hops, steps, expr, line)
+    return _stop("no-assignment", f"{name} is not assigned in {scope or '<module>'} before its use", hops, steps,
+                 expr, line)
 
 
 def function_with_param(facts: FileFacts, scope: str, name: str) -> Definition | None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from castfind.analysis.callgraph import CallGraph
 from castfind.analysis.checker import Checker, Explanation, StopTable, tally_stops
-from castfind.analysis.provenance import Provenance
+from castfind.analysis.provenance import Origin, Provenance
 from castfind.analysis.resolve import Resolver
 from castfind.analysis.summaries import MAX_CALLS, Handoff, Summaries
 from castfind.core.rules import RuleSet
@@ -72,11 +72,11 @@ class GetterOracle:
     def kind(self, name: str) -> str | None:
         return self.known.get(name)
 
-    def _returns_kind(self, facts: FileFacts, qualname: str, rets: list) -> str | None:
+    def _returns_kind(self, facts: FileFacts, qualname: str, rets: list | None = None) -> str | None:
+        """The kind every return of ``qualname`` is a whole buffer of (its walks: :meth:`Provenance.returns_of`)."""
         kinds: set[str] = set()
-        for r in rets:
-            o = self.prov.origin(facts, qualname, r.value, r.line)
-            if o is None or o.kind not in self.kinds:
+        for o in self.prov.returns_of(facts, qualname, rets):
+            if not isinstance(o, Origin) or o.kind not in self.kinds:
                 return None
             kinds.add(o.kind)
         return kinds.pop() if len(kinds) == 1 else None
