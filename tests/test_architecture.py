@@ -184,3 +184,74 @@ def test_the_wing_check_catches_an_upward_import() -> None:
     assert wing_problems(wings, imports) == [
         "castfind.core.types (wing core, rank 0) imports castfind.store.index (wing store, rank 2): "
         "a wing imports only lower wings"]
+
+
+# --- ARCHITECTURE.md's general claims, checked on the code ------------------------------------------------
+
+_DISK = re.compile(r"\bopen\(|\.read_bytes\(|\.read_text\(|\.write_bytes\(|\.write_text\(|os\.replace\(|\.mkdir\("
+                   r"|os\.makedirs\(|shutil\.|os\.link\(|\.unlink\(|sqlite3\.connect\(|tempfile\.|os\.rename\("
+                   r"|subprocess\.|os\.dup2\(")
+_SPEAKS = re.compile(r"(?<![\w.])print\(|typer\.echo\(|sys\.exit\(|SystemExit\(|typer\.Exit\(|sys\.stdout\.write\("
+                     r"|sys\.stderr\.write\(|os\._exit\(")
+
+
+def _code_lines(path: Path) -> str:
+    """The file's code without its docstrings and comments (a docstring may name ``open(``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            body[0] = ast.Pass()
+    return ast.unparse(tree)
+
+
+def _modules_matching(pattern: re.Pattern[str]) -> set[str]:
+    return {module_name(p) for p in sorted((REPO / "castfind").rglob("*.py")) if pattern.search(_code_lines(p))}
+
+
+def _named_in_architecture(paragraph_start: str) -> set[str]:
+    text = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    start = text.index(paragraph_start)
+    para = text[start:text.index("\n\n", start)]
+    modules = {module_name(p) for p in (REPO / "castfind").rglob("*.py")}
+    return {"castfind." + m for m in re.findall(r"`([a-z_]+(?:\.[a-z_]+)?)`", para)} & modules
+
+
+def test_the_modules_that_touch_disk_are_the_ones_architecture_names() -> None:
+    documented = _named_in_architecture("Every stage is a pure function of what it is given")
+    assert _modules_matching(_DISK) <= documented
+    assert {"castfind.store.index", "castfind.store.cache", "castfind.core.fsutil"} <= _modules_matching(_DISK)
+
+
+def test_only_the_commands_architecture_names_print_or_exit() -> None:
+    documented = _named_in_architecture("Only the commands print or exit")
+    assert _modules_matching(_SPEAKS) == documented
+
+
+def test_no_dataclass_is_mutable_but_the_two_accumulators_architecture_names() -> None:
+    mutable = set()
+    for p in sorted((REPO / "castfind").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                for dec in node.decorator_list:
+                    call = dec if isinstance(dec, ast.Call) else None
+                    name = ast.unparse(call.func if call else dec)
+                    frozen = call is not None and any(k.arg == "frozen" and ast.unparse(k.value) == "True"
+                                                      for k in call.keywords)
+                    if name.endswith("dataclass") and not frozen:
+                        mutable.add(f"{module_name(p)}.{node.name}")
+    assert mutable == {"castfind.analysis.scan.ScanOutcome", "castfind.runtime.profiler._Cast"}
+    text = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert "`analysis.scan.ScanOutcome`" in text and "`runtime.profiler._Cast`" in text
+
+
+def test_every_shipped_format_has_its_output_option() -> None:
+    from castfind import options
+    from castfind.report.registry import REPORTERS
+
+    flags = {flag for opt in options.SCAN for flag in opt.flags}
+    shipped = set(REPORTERS) - {"text"}  # text is the terminal report (stdout or --output)
+    assert {f"--{name}-output" for name in shipped} - {"--sarif-output"} <= flags and "--sarif-output" in flags
+    named = {f[2:-len("-output")] for f in flags if f.endswith("-output") and f != "--output"}
+    assert named <= set(REPORTERS)

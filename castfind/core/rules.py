@@ -570,7 +570,7 @@ def _rule_where(r: Any, i: int) -> str:
     return f"rule {rid}" if isinstance(rid, str) and rid else f"rules[{i}]"
 
 
-@dataclass
+@dataclass(frozen=True)
 class _File:
     """One rule file being read: its path and the problems found in it."""
 
