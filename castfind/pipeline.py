@@ -31,16 +31,19 @@ from castfind.analysis.cost import check as check_cost
 from castfind.core import sourcetext
 from castfind.core.config import Config, load_config, merge
 from castfind.core.fsutil import OutputPathError, Owns, Protected, check_output_target, ensure_folder
+from castfind.core.inputs import InputError, read_input
 from castfind.core.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleError, RuleSet, load_rules, rule_files
 from castfind.core.scope import in_scope
-from castfind.core.types import Diagnostic, Finding
+from castfind.core.types import Diagnostic, Finding, TraceSite
 from castfind.report import ScanReport, SourceCache
 from castfind.store import gitref
+from castfind.store import memo as carried
 from castfind.store.cache import Cache, default_cache_dir
-from castfind.store.discover import Package, check_root, package_roots
+from castfind.store.discover import DiscoveryError, Package, check_root, package_roots
 from castfind.store.gitref import RootAtRef
 from castfind.store.index import Index, ProgressFn
 from castfind.store.textquery import Predicates
+from castfind.store.words import Words
 
 if TYPE_CHECKING:
     from castfind.analysis.checker import Explanation, StopTable
@@ -268,7 +271,6 @@ def plan(request: ScanRequest) -> ScanPlan:
     report_exclude = () if request.include_tests else tuple(cfg.report_exclude)
     memo, memo_key, memo_seed, carried_out = None, None, None, None
     if index.cache is not None and request.demand and not request.explain:
-        from castfind.store import memo as carried
 
         # Roots by name, not by absolute path: a moved or re-cloned checkout replays the same results.
         # The report scope is part of the key: callers outside it do not count (castfind.analysis.callgraph).
@@ -314,7 +316,6 @@ def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
     if req.model_config is not None:
         import json
 
-        from castfind.core.inputs import InputError, read_input
 
         try:
             doc = json.loads(read_input(req.model_config, "model-config"))
@@ -352,7 +353,6 @@ def _carried_outcome(index: Index, key: str) -> RunOutput | None:
     PERF: a warm scan of an unchanged tree then costs hashing the files and reading one row,
     not replaying (and decoding) every carried step.
     """
-    from castfind.store import memo as carried
 
     doc = carried.load_for_tree(index, key)
     if doc is None:
@@ -385,7 +385,6 @@ def _load_config(request: ScanRequest) -> Config:
 
 def _check_only_files(paths: Sequence[str], roots: Sequence[str]) -> None:
     """``--only`` files must exist and lie inside a root, or nothing would be reported on them."""
-    from castfind.store.discover import DiscoveryError
 
     bases = {b for r in roots for b in (os.path.abspath(r), os.path.realpath(r))}
     for p in paths:
@@ -423,7 +422,6 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
     memo, cache, key = scan_plan.memo, scan_plan.index.cache, scan_plan.memo_key
     if memo is None or cache is None or key is None:
         return
-    from castfind.store import memo as carried
 
     if memo.dirty and not scan_plan.index.raced:  # a file edited during the run: nothing carried
         cache.put_memo(key, carried.dumps(memo.snapshot()))
@@ -433,7 +431,6 @@ def save_memo(scan_plan: ScanPlan, out: RunOutput | None = None) -> None:
 
 def _store_outcome(scan_plan: ScanPlan, out: RunOutput, key: str) -> None:
     """The whole outcome under ``key``, with the digest of the tree it was computed on."""
-    from castfind.store import memo as carried
 
     ids = carried.root_ids(scan_plan.index)
     carried.store_for_tree(scan_plan.index, key, {
@@ -494,7 +491,6 @@ class _IndexLookup:
     their facts from the cache), each name looked up once."""
 
     def __init__(self, index: Index) -> None:
-        from castfind.store.words import Words
 
         self.index = index
         self.words = Words(index)
@@ -526,7 +522,6 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
 
     PERF: only findings are costed (after suppression and scope), each class and attribute once per run.
     """
-    from castfind.store import memo as carried
 
     roots = carried.root_ids(scan_plan.index)
 
@@ -570,7 +565,6 @@ def _carried_costs(scan_plan: ScanPlan, wanted: list[tuple[str, str, int, int, s
     key = _cost_key(scan_plan)
     if key is None:
         return None
-    from castfind.store import memo as carried
 
     doc = carried.load_for_tree(scan_plan.index, key)
     if doc is None:
@@ -585,7 +579,6 @@ def _store_costs(scan_plan: ScanPlan, got: tuple[dict[Any, Any], list[str]]) -> 
     key = _cost_key(scan_plan)
     if key is None:
         return
-    from castfind.store import memo as carried
 
     carried.store_for_tree(scan_plan.index, key, {"costs": got[0], "unused": got[1]})
 
@@ -631,7 +624,6 @@ def _files_with_ignores(scan_plan: ScanPlan) -> set[str]:
     if only is not None or index.cache is None or scan_plan.memo_key is None:
         return read()
     key = scan_plan.memo_key + "-ignores"
-    from castfind.store import memo as carried
 
     ids = carried.file_ids(index)
     doc = carried.load_for_tree(index, key)
@@ -665,7 +657,6 @@ def _scan_at_ref(scan_plan: ScanPlan, roots: tuple[str, ...]) -> tuple[Finding, 
                        max_file_size=opts.max_file_size)
     memo, carried_out, slot = None, None, None
     if index.cache is not None and scan_plan.memo_key is not None:
-        from castfind.store import memo as carried
 
         # REF's tree has its own outcome slot: a warm run against the same REF carries both trees.
         if not scan_plan.request.index.follow_installed:
@@ -703,7 +694,6 @@ def _join_traces(found: list[Finding], modules: Mapping[str, str], traces: Seque
     rule flagged; ``found`` itself when there are no traces (the runtime side is not imported)."""
     if not traces:
         return found
-    from castfind.core.types import TraceSite
     from castfind.runtime.join import join
     from castfind.runtime.trace import read_trace
 
