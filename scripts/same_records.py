@@ -66,9 +66,12 @@ def main() -> int:
             for label, extra in (("findings", []), ("stops", ["--stops"])):
                 docs = {name: _comparable(_scan(tree, roots, extra, cwd)) for name, tree in trees.items()}
                 same = docs["base"] == docs["head"]
-                n = len(docs["head"].get("findings", docs["head"].get("rows", [])))
-                print(f"{label}: {'same' if same else 'DIFFERENT'} ({n} records; diagnostics: "
-                      f"{len(docs['head'].get('diagnostics', []))})")
+                head = docs["head"]
+                what = (f"{len(head.get('findings', []))} records; diagnostics: {len(head.get('diagnostics', []))}"
+                        if label == "findings" else
+                        f"{head.get('examined')} casts examined, {head.get('buffer_like')} buffer-like, "
+                        f"{len(head.get('stops', []))} stop reasons")
+                print(f"{label}: {'same' if same else 'DIFFERENT'} ({what})")
                 if not same:
                     differ += 1
                     out = Path(ns.out or tempfile.mkdtemp(prefix="castfind-differ-"))
