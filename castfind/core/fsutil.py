@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from castfind.core.inputs import read_input
+
 __all__ = ["OutputPathError", "Owns", "Protected", "atomic_write_bytes", "atomic_write_text", "check_output_file",
            "check_output_target", "ensure_folder"]
 
@@ -88,10 +90,6 @@ def check_output_file(path: str | os.PathLike[str], hint: str = "pass a path in 
 #: Whether an existing file's text is a document castfind wrote in one format: ``None`` when it is, else why
 #: not (``"not JSON"``). Each format's predicate lives next to its writer.
 Owns = Callable[[str], "str | None"]
-#: The most of an existing output file read to tell whether castfind wrote it; a larger file is not ours.
-MAX_OWNED_SIZE = 256 * 1024 * 1024
-
-
 @dataclass(frozen=True, slots=True)
 class Protected:
     """What one run's outputs must never replace: its ``inputs`` (files it reads), any ``.py`` file under its
@@ -115,25 +113,14 @@ def _under(path: Path, folder: str) -> bool:
 
 def _existing_text(path: str | os.PathLike[str]) -> str | None:
     """The text of the regular file at ``path`` (None when there is none or it is empty); ``""`` when it
-    cannot be read as UTF-8 text of at most :data:`MAX_OWNED_SIZE` bytes."""
+    cannot be read (:func:`castfind.core.inputs.read_input`: a regular file within the ``output`` limit) as
+    UTF-8 text."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        data = read_input(path, "output")
     except FileNotFoundError:
         return None
-    except OSError:
+    except OSError:  # InputError too: not a regular file, or over the limit
         return ""
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ""
-        if st.st_size == 0:
-            return None
-        if st.st_size > MAX_OWNED_SIZE:
-            return ""
-        os.set_blocking(fd, True)
-        data = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
-    finally:
-        os.close(fd)
     try:
         return data.decode("utf-8") if data.strip() else None
     except UnicodeDecodeError:

@@ -28,6 +28,8 @@ LIMITS: dict[str, tuple[int, str]] = {
     "model-config": (16 * _MIB, "CASTFIND_MAX_MODEL_CONFIG_SIZE"),  # --model-config
     "rules": (4 * _MIB, "CASTFIND_MAX_RULES_SIZE"),  # each rule file
     "pyproject": (4 * _MIB, "CASTFIND_MAX_PYPROJECT_SIZE"),  # pyproject.toml, .pre-commit-config.yaml
+    # An existing output file, read to tell whether castfind wrote it (fsutil.check_output_target); larger: not ours.
+    "output": (256 * _MIB, "CASTFIND_MAX_OUTPUT_SIZE"),
 }
 
 
