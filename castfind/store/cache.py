@@ -3,7 +3,10 @@
 The key is a hash of the file's bytes plus the extractor version, so the same content in another
 root, fork or git revision is parsed once. Several castfind processes (pre-commit runs hooks in
 parallel batches) may share one cache: WAL journal, a busy timeout, and one short transaction per
-batch of writes. A cache that SQLite reports as corrupt is moved aside and rebuilt, never trusted.
+batch of writes. A cache that SQLite reports as corrupt is moved aside (under a name no earlier
+backup has) and rebuilt, never trusted. A cache that cannot be written (a full disk, a read-only mount, no
+permission) is not corrupt: it is kept as it is, read where it can be, and the run writes nothing more to
+it, saying so once.
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ def key_of_digest(digest: str) -> str:
 class Cache:
     """A SQLite-backed map from content keys to encoded facts (data only: reading runs no code).
 
-    ``notices`` collects one-line messages (corrupt cache rebuilt) for the caller to report.
+    ``notices`` collects one-line messages (a corrupt cache rebuilt, a cache that cannot be written) for the
+    caller to report.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -119,10 +123,6 @@ class Cache:
         """The cache cannot be opened for writing (full disk, read-only mount, no permission): read what it
         holds, write nothing."""
         self._unwritable(str(why))
-        if self._conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
-            self._conn = None
         if not self.path.is_file():
             return
         try:
@@ -168,8 +168,14 @@ class Cache:
                     os.link(p, backup + suffix)  # fails rather than replace a file of that name
                     p.unlink()
                     moved = True
-                except OSError:
+                except FileExistsError:  # taken since the name was chosen: this file is not kept
                     p.unlink(missing_ok=True)
+                except OSError:  # no hard links here: a rename to the name found free above
+                    try:
+                        os.rename(p, backup + suffix)
+                        moved = True
+                    except OSError:
+                        p.unlink(missing_ok=True)
         self.notices.append(f"{self.path}: cache was corrupt ({why}); "
                             f"{'moved aside to ' + os.path.basename(backup) if moved else 'removed'} and rebuilt")
         try:
