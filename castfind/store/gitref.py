@@ -175,12 +175,9 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def _export(roots: Sequence[RootAtRef], base: Path, link: bool) -> tuple[str, ...]:
-    tops: dict[str, Path] = {}
+    tops = _tops(roots, base)
     written: set[tuple[str, str]] = set()
-    out: list[str] = []
     for at in roots:
-        if at.toplevel not in tops:
-            tops[at.toplevel] = base / str(len(tops)) / (Path(at.toplevel).name or "repo")
         top = tops[at.toplevel]
         top.mkdir(parents=True, exist_ok=True)
         real_top, real_work = os.path.realpath(top), os.path.realpath(at.toplevel)
@@ -205,10 +202,8 @@ def _export(roots: Sequence[RootAtRef], base: Path, link: bool) -> tuple[str, ..
             with open(target, "xb") as fh:  # a new file: never through a link or over another file
                 fh.write(data)
             written.add((at.toplevel, path))
-        root = top / at.prefix if at.prefix else top
-        root.mkdir(parents=True, exist_ok=True)
-        out.append(str(root))
-    return tuple(out)
+        (top / at.prefix if at.prefix else top).mkdir(parents=True, exist_ok=True)
+    return _layout(roots, base)
 
 
 #: How many exported trees :func:`exported` keeps (the most recently used).
@@ -216,25 +211,27 @@ KEEP = 3
 _DONE = ".castfind-complete"
 
 
-def _layout(roots: Sequence[RootAtRef], base: Path) -> tuple[str, ...]:
+def _tops(roots: Sequence[RootAtRef], base: Path) -> dict[str, Path]:
+    """Where each repository's tree goes under ``base``: ``<base>/<n>/<repository folder>``, numbered in the
+    order the roots name the repositories (the one layout the export, its check and the roots share)."""
     tops: dict[str, Path] = {}
-    out = []
     for at in roots:
-        top = tops.setdefault(at.toplevel, base / str(len(tops)) / (Path(at.toplevel).name or "repo"))
-        out.append(str(top / at.prefix if at.prefix else top))
-    return tuple(out)
+        tops.setdefault(at.toplevel, base / str(len(tops)) / (Path(at.toplevel).name or "repo"))
+    return tops
+
+
+def _layout(roots: Sequence[RootAtRef], base: Path) -> tuple[str, ...]:
+    """Each root's folder in the tree exported under ``base``."""
+    tops = _tops(roots, base)
+    return tuple(str(tops[at.toplevel] / at.prefix if at.prefix else tops[at.toplevel]) for at in roots)
 
 
 def _verified(roots: Sequence[RootAtRef], final: Path) -> bool:
     """The exported tree under ``final`` is exactly REF's: every ``.py`` file the commit has is a regular
     file there holding the commit's bytes (its blob id), and there is no other file, link or odd entry
     (a truncated, garbled or planted file, a folder replaced by a file: the tree is exported again)."""
-    tops: dict[str, Path] = {}
-    expected: dict[str, str] = {}
-    for at in roots:
-        top = tops.setdefault(at.toplevel, final / str(len(tops)) / (Path(at.toplevel).name or "repo"))
-        for oid, path in _blobs(at):
-            expected[str(top / path)] = oid
+    tops = _tops(roots, final)
+    expected = {str(tops[at.toplevel] / path): oid for at in roots for oid, path in _blobs(at)}
     seen = 0
     for dirpath, dirs, files in os.walk(final, onerror=_raise):
         for name in dirs:
