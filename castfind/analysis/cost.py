@@ -5,10 +5,11 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
 1. **The operand's buffer.** Cost does not walk: it reads provenance's walk back from the cast's receiver
    (:meth:`~castfind.analysis.provenance.Provenance.origin_or_stop`, the walk the finding was raised on; its
    :class:`~castfind.analysis.provenance.Trail`: the steps taken and the expression it ended at). Read with cost's
-   stricter rules (:meth:`CostModel._read`: local names, views, ``.view(dtype)`` remembered, an index whose
+   stricter rules (:meth:`castfind.analysis.getters.Holders.read`: local names, views, ``.view(dtype)`` remembered, an index whose
    first element is no slice, at most 16 steps; an unpacked element, a loop variable or a parameter: no cost), it
    ends at ``self.X`` (the holder is the method's class, or the classes ``self.h`` is built
-   from for ``self.h.X``) or at a getter call ``recv.get_key_buffer(i)``. A getter is every method of that
+   from for ``self.h.X``) or at a getter call ``recv.get_key_buffer(i)``. A getter (:mod:`castfind.analysis.getters`,
+   the one getter inference: :meth:`~castfind.analysis.getters.Holders.handed_out`) is every method of that
    name whose returns (provenance's walk of each, :meth:`~castfind.analysis.provenance.Provenance.returns_of`, read the
    same way) end at ``self.X[...]`` of its class (directly or through ``self.m(...)``) and agree on
    one ``X`` (a return that ends elsewhere, a dequantized copy, is not the buffer); when several classes have one, those
@@ -63,11 +64,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from castfind.analysis.provenance import Origin, Provenance, Stop, enclosing_class, holder_classes
+from castfind.analysis.getters import ClassRef, GetterCall, Held, Holders, dtype_like
 from castfind.core import casts
-from castfind.core.rules import CostSpec, RuleSet, glob_match, identifier_tokens
+from castfind.core.rules import CostSpec, RuleSet, glob_match
 from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime
-from castfind.read.facts import Allocation, Attr, Call, Cast, Const, Definition, Expr, FileFacts, Name, Slice, Subscript, render
+from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
 COST_VERSION = 2
@@ -76,7 +77,6 @@ COST_VERSION = 2
 MAX_DEPTH = 6
 #: The longest formula text a substitution may produce (longer: the name stays, unknown).
 MAX_TEXT = 400
-_MAX_WALK = 16
 
 #: Bytes per element of each dtype castfind can size (``torch.`` prefix dropped).
 DTYPE_BYTES: dict[str, int] = {
@@ -391,35 +391,6 @@ class Lookup(Protocol):
         ...
 
 
-ClassRef = tuple[FileFacts, Definition]
-
-
-@dataclass(frozen=True, slots=True)
-class _Held:
-    """An operand's buffer: attribute ``attr`` of the classes ``holders``, indexed by a scalar or not, viewed
-    as ``view`` (a dtype) or not."""
-
-    holders: tuple[ClassRef, ...]
-    attr: str
-    indexed: bool
-    view: str | None
-    #: ``layer.X`` with ``layer`` a parameter of the method: allocated by a sibling method of the class on
-    #: its own parameter (``layer.register_parameter("X", ...)`` in ``create_weights``), not as ``self.X``.
-    on_param: bool = False
-    #: ``self.X.weight`` with ``self.X = nn.Linear(...)`` / ``nn.Conv1d(...)``: the module's weight.
-    module_weight: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _GetterCall:
-    """An operand that is a method call ``recv.name(...)`` (``on_self``: ``recv`` is ``self``)."""
-
-    name: str
-    indexed: bool
-    view: str | None
-    on_self: bool = False
-
-
 class CostModel:
     """Costs of findings for one run. Every class hierarchy, attribute and getter is resolved once."""
 
@@ -427,162 +398,11 @@ class CostModel:
         self.rules = rules
         self.lookup = lookup
         self.ev = Evaluator(bound)
-        self.prov = Provenance(rules)
-        self.views = set(rules.views)
+        self.holders = Holders(rules, lookup.definitions)
         self._attrs: dict[tuple[str, str, str], str | None] = {}
         self._mro: dict[tuple[str, str], tuple[ClassRef, ...]] = {}
-        self._getters: dict[str, tuple[_Held, ...]] = {}
-        self._defs: dict[str, Sequence[tuple[FileFacts, Definition]]] = {}
         self._consts: dict[tuple[str, str], dict[str, str]] = {}
         self.formulas: list[str] = []
-
-    # -- the operand --------------------------------------------------------------------------------
-    def _defs_named(self, name: str) -> Sequence[tuple[FileFacts, Definition]]:
-        got = self._defs.get(name)
-        if got is None:
-            got = self._defs[name] = self.lookup.definitions(name)
-        return got
-
-    def _class_ref(self, facts: FileFacts, qualname: str) -> ClassRef | None:
-        return next(((facts, d) for d in facts.definitions if d.qualname == qualname and d.kind == "class"), None)
-
-    def _own_class(self, facts: FileFacts, scope: str) -> ClassRef | None:
-        """The class whose method ``scope`` is in (None at module level or in a plain function)."""
-        cls = enclosing_class(facts, scope)
-        return self._class_ref(facts, cls) if cls else None
-
-    def _operand(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> _Held | _GetterCall | None:
-        """The buffer ``expr`` is read from: provenance's walk back (:meth:`Provenance.origin_or_stop`, the one
-        walk), read by :meth:`_read`."""
-        return self._read(facts, scope, self.prov.origin_or_stop(facts, scope, expr, line))
-
-    def _read(self, facts: FileFacts, scope: str, got: Origin | Stop, taken: int = 0, indexed: bool = False,
-              view: str | None = None) -> _Held | _GetterCall | None:
-        """``self.X`` (a :class:`_Held`) or a getter call (:class:`_GetterCall`) from a walk's :class:`Trail`.
-
-        Cost's reading is stricter than a proof of wholeness: at most :data:`_MAX_WALK` steps; a local name
-        and a view go on (``.view(dtype)`` is remembered: the dtype the getter hands out); an index goes on
-        when its first element is no slice (``buf[:bs]``, ``buf[:, :, :d]`` are not what the allocation holds);
-        tuple unpacking, loop variables, parameters and ``torch.view(x, ...)`` end it with no answer; a helper
-        that returns its argument, or any other method call, is read as a getter call. Where the walk stopped
-        at an index or a split that is no whole buffer (a getter's ``self.X[layer_id]`` with an index it cannot
-        judge), the same walk is resumed from what was indexed or split: the allocation is still the one read.
-        """
-        trail = got.trail
-        for step in trail.steps:
-            if taken >= _MAX_WALK:
-                return None
-            e = step.expr
-            if step.kind in ("view", "split"):
-                assert isinstance(e, Call) and isinstance(e.func, Attr)
-                if e.func.attr == "view" and len(e.args) == 1 and view is None and _dtype_like(render(e.args[0])):
-                    view = render(e.args[0])
-            elif step.kind == "index":
-                assert isinstance(e, Subscript)
-                if not e.index or isinstance(e.index[0], Slice):
-                    return None  # `buf[:bs]`, `buf[:, :, :d]`: not what the allocation holds
-                indexed = True
-            elif step.kind == "helper":
-                return self._call(e, indexed, view)
-            elif step.kind not in ("name", "view-attribute"):
-                return None  # an element of a tuple, a loop variable, a parameter, `torch.view(x, ...)`
-            taken += 1
-        end = trail.end
-        if end is None or taken >= _MAX_WALK:
-            return None
-        e = end
-        if isinstance(e, Call):
-            f = e.func
-            if isinstance(f, Attr) and f.attr in self.views:  # a split along the token axis: resumed past it
-                if f.attr == "view" and len(e.args) == 1 and view is None and _dtype_like(render(e.args[0])):
-                    view = render(e.args[0])
-                return self._read(facts, scope, self.prov.origin_or_stop(facts, scope, f.value, trail.line),
-                                  taken + 1, indexed, view)
-            return self._call(e, indexed, view)
-        if isinstance(e, Subscript):  # an index that is no whole buffer: resumed past it
-            if not e.index or isinstance(e.index[0], Slice):
-                return None
-            return self._read(facts, scope, self.prov.origin_or_stop(facts, scope, e.value, trail.line),
-                              taken + 1, True, view)
-        if isinstance(e, Attr):
-            holders = self._holders(facts, scope, e)
-            if holders:
-                return _Held(holders, e.attr, indexed, view)
-            inner = e.value
-            if (e.attr == "weight" and isinstance(inner, Attr) and isinstance(inner.value, Name)
-                    and inner.value.id == "self"):  # `self.proj.weight` of a torch module castfind cannot read
-                ref = self._own_class(facts, scope)
-                return _Held((ref,), inner.attr, indexed, view, module_weight=True) if ref else None
-            if isinstance(e.value, Name) and self._is_param(facts, scope, e.value.id):
-                ref = self._own_class(facts, scope)
-                return _Held((ref,), e.attr, indexed, view, on_param=True) if ref else None
-        return None
-
-    @staticmethod
-    def _call(e: Expr, indexed: bool, view: str | None) -> _GetterCall | None:
-        """A method call ``recv.name(...)`` read as a getter call (a call of a plain function: no answer)."""
-        if isinstance(e, Call) and isinstance(e.func, Attr):
-            f = e.func
-            return _GetterCall(f.attr, indexed or bool(e.args), view, isinstance(f.value, Name) and f.value.id == "self")
-        return None
-
-    @staticmethod
-    def _is_param(facts: FileFacts, scope: str, name: str) -> bool:
-        d = next((d for d in facts.definitions if d.qualname == scope), None)
-        return d is not None and name in d.params[1:]
-
-    def _holders(self, facts: FileFacts, scope: str, expr: Attr) -> tuple[ClassRef, ...]:
-        if isinstance(expr.value, Name) and expr.value.id == "self":
-            ref = self._own_class(facts, scope)
-            return (ref,) if ref else ()
-        out: list[ClassRef] = []
-        for name in holder_classes(facts, scope, expr):
-            out += [(ff, d) for ff, d in self._defs_named(name) if d.kind == "class"][:1]
-        return tuple(out)
-
-    def _handed_out(self, name: str) -> tuple[_Held, ...]:
-        """Every class method ``name`` whose returns all end at one ``self.X`` of its class: provenance's walk of
-        each return (:meth:`Provenance.returns_of`, what getter inference reads), read by :meth:`_read`."""
-        got = self._getters.get(name)
-        if got is not None:
-            return got
-        self._getters[name] = ()  # a getter that calls itself ends here
-        found: list[_Held] = []
-        for facts, d in self._defs_named(name):
-            if d.kind != "method":
-                continue
-            held: list[_Held] = []
-            for walked in self.prov.returns_of(facts, d.qualname):
-                end = self._read(facts, d.qualname, walked)
-                if isinstance(end, _GetterCall) and end.on_self:  # `return self._get_key_buffer(layer_id)`
-                    own = [h for h in self._handed_out(end.name) if h.holders and h.holders[0][0] is facts
-                           and h.holders[0][1].qualname == d.parent]
-                    held += [_Held(h.holders, h.attr, h.indexed, h.view or end.view) for h in own[:1]]
-                elif isinstance(end, _Held):
-                    held.append(end)
-            # Returns that end elsewhere (a dequantized copy) are not the buffer: the ones that do must agree.
-            if not held or len({h.attr for h in held}) != 1:
-                continue
-            view = next((h.view for h in held if h.view), None)
-            found.append(_Held(held[0].holders, held[0].attr, all(h.indexed for h in held), view))
-        self._getters[name] = tuple(found)
-        return self._getters[name]
-
-    def _choose(self, cands: Sequence[_Held], path: str) -> _Held | None:
-        """The getter's class for a finding in ``path``: the one sharing a word with the path, a base over its
-        subclasses, or None when that leaves more than one."""
-        if len(cands) <= 1:
-            return cands[0] if cands else None
-        words = {t for part in re.split(r"[/._]", path) for t in identifier_tokens(part) if len(t) >= 3}
-
-        def overlap(h: _Held) -> int:
-            return sum(1 for t in identifier_tokens(h.holders[0][1].name) if t in words)
-
-        best = max(overlap(h) for h in cands)
-        top = [h for h in cands if overlap(h) == best]
-        names = {h.holders[0][1].name for h in top}
-        bases = [h for h in top if not any(b.rsplit(".", 1)[-1] in names for b in h.holders[0][1].bases)]
-        return bases[0] if len(bases) == 1 else None
 
     # -- the class hierarchy and its attributes ---------------------------------------------------------
     def _mro_of(self, ref: ClassRef) -> tuple[ClassRef, ...]:
@@ -599,7 +419,7 @@ class CostModel:
             out.append(cur)
             for b in cur[1].bases:
                 short = b.rsplit(".", 1)[-1]
-                defs = [(ff, d) for ff, d in self._defs_named(short) if d.kind == "class"]
+                defs = [(ff, d) for ff, d in self.holders.defs_named(short) if d.kind == "class"]
                 same = [x for x in defs if x[0].module == cur[0].module]
                 todo += (same or defs)[:1]
         self._mro[key] = tuple(out)
@@ -728,15 +548,15 @@ class CostModel:
         method = casts.by_name().get(cast.method)
         if method is None or method.operand != "receiver":
             return None
-        end = self._operand(facts, cast.scope, cast.receiver, cast.line)
-        if isinstance(end, _GetterCall):
-            got = self._choose(self._handed_out(end.name), finding.path)
+        end = self.holders.operand(facts, cast.scope, cast.receiver, cast.line)
+        if isinstance(end, GetterCall):
+            got = self.holders.choose(self.holders.handed_out(end.name), finding.path)
             if got is None:
                 return None
-            end = _Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
-        if not isinstance(end, _Held) or not end.holders:
+            end = Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
+        if not isinstance(end, Held) or not end.holders:
             return None
-        own = self._own_class(facts, cast.scope)
+        own = self.holders.own_class(facts, cast.scope)
         bounds = self._loop_bounds(own, cast.loops)
         walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
         return self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
@@ -774,9 +594,9 @@ class CostModel:
         text = render(arg)
         if any(glob_match(p, text) for p in self.rules.cost.activation):
             return "activation_dtype", text
-        return (text, text) if _dtype_like(text) else (None, "")
+        return (text, text) if dtype_like(text) else (None, "")
 
-    def _cost_of(self, held: _Held, dst: str | None, dst_text: str = "", own: ClassRef | None = None,
+    def _cost_of(self, held: Held, dst: str | None, dst_text: str = "", own: ClassRef | None = None,
                  loops: Sequence[str] = (), walks: bool = False) -> Cost | None:
         """``own``: the class the cast is in (its ``self.a`` in the destination dtype is substituted there);
         ``loops``: the trip counts of the ``range`` loops around the cast; ``walks``: a loop variable picks
@@ -988,10 +808,6 @@ def small_by_construction(shape: Sequence[str], spec: CostSpec) -> str | None:
 
 def _atomic(text: str) -> bool:
     return bool(re.fullmatch(r"[\w.]+", text))
-
-
-def _dtype_like(text: str) -> bool:
-    return "dtype" in text or text.startswith("torch.")
 
 
 # --------------------------------------------------------------------------- against a trace

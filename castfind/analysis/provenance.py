@@ -416,7 +416,7 @@ class Provenance:
 
     def returns_of(self, facts: FileFacts, qualname: str, returns: Iterable[Return] | None = None) -> Iterator[Origin | Stop]:
         """The walk of each ``return`` of function ``qualname`` (``returns``: those of ``facts``, already picked
-        out), in order: what getter inference reads (the engine's :class:`~castfind.analysis.scan.GetterOracle`: is every
+        out), in order: what getter inference reads (the engine's :class:`~castfind.analysis.getters.GetterOracle`: is every
         return a whole buffer of one kind; the cost stage: which attribute of its class a getter hands out).
         Lazy: a reader may stop at the first it rejects."""
         for r in facts.returns if returns is None else returns:

@@ -24,19 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from castfind.analysis.callgraph import CallGraph
 from castfind.analysis.checker import Checker, Explanation, StopTable, tally_stops
-from castfind.analysis.provenance import Origin, Provenance
+from castfind.analysis.getters import GetterOracle
+from castfind.analysis.provenance import Provenance
 from castfind.analysis.resolve import Resolver
 from castfind.analysis.summaries import MAX_CALLS, Handoff, Summaries
 from castfind.core.rules import RuleSet
 from castfind.core.types import Diagnostic, Finding
-from castfind.read.facts import FileFacts
 from castfind.store.discover import SourceFile
 from castfind.store.index import Index
 from castfind.store.memo import Memo
@@ -51,87 +50,6 @@ class ScanOutcome:
     modules: dict[str, str] = field(default_factory=dict)  # root-relative path → module
     explanations: dict[tuple[str, int, int], Explanation] = field(default_factory=dict)  # per cast, with explain
     stops: StopTable | None = None  # with stops
-
-
-class GetterOracle:
-    """Names of functions whose every ``return`` is a whole buffer of one kind (inferred getters).
-
-    Computed once per scan by a fixpoint (:meth:`infer`): a function is a getter when each of its
-    returns walks back to a buffer attribute, a rules getter or an already inferred getter, and
-    every other function of that name in the index agrees.
-    """
-
-    def __init__(self, index: Index, rules: RuleSet, queries: TextQueries) -> None:
-        self.index = index
-        self.rules = rules
-        self.queries = queries
-        self.kinds = {k.name for k in rules.buffers.values() if k.infer_getters}
-        self.known: dict[str, str] = {}
-        self.prov = Provenance(rules, self.known.get)
-
-    def kind(self, name: str) -> str | None:
-        return self.known.get(name)
-
-    def _returns_kind(self, facts: FileFacts, qualname: str, rets: list | None = None) -> str | None:
-        """The kind every return of ``qualname`` is a whole buffer of (its walks: :meth:`Provenance.returns_of`)."""
-        kinds: set[str] = set()
-        for o in self.prov.returns_of(facts, qualname, rets):
-            if not isinstance(o, Origin) or o.kind not in self.kinds:
-                return None
-            kinds.add(o.kind)
-        return kinds.pop() if len(kinds) == 1 else None
-
-    def _agree(self, name: str, kind: str) -> bool:
-        for facts in self.index.load_files(self.queries.select(("defines", name))):
-            for d in facts.definitions:
-                if d.name == name and d.kind != "class":
-                    rets = [r for r in facts.returns if r.scope == d.qualname]
-                    if rets and self._returns_kind(facts, d.qualname, rets) != kind:
-                        return False
-        return True
-
-    def _file_candidates(self, sf: SourceFile) -> list[tuple[str, str]]:
-        """``(name, kind)`` for each def of the file whose every return is a whole buffer, in order."""
-        facts = self.index.facts_of(sf)
-        by_scope: dict[str, list] = {}
-        for r in facts.returns:
-            by_scope.setdefault(r.scope, []).append(r)
-        out = []
-        for d in facts.definitions:
-            rets = by_scope.get(d.qualname)
-            if d.kind != "class" and rets:
-                k = self._returns_kind(facts, d.qualname, rets)
-                if k is not None:
-                    out.append((d.name, k))
-        return out
-
-    def infer(self, pool: list[SourceFile], grow: Callable[[set[str]], list[SourceFile]] | None = None) -> None:
-        """Fixpoint over the definitions in ``pool``; ``grow(new_names)`` adds files that name them.
-
-        Each file's candidates and each name's agreement are memoised steps (keyed by the getters
-        known so far), so an edit re-reads only the edited file.
-        """
-        if not self.kinds:
-            return
-        memo = self.queries.memo
-        decided: set[str] = set()
-        while True:
-            known = tuple(sorted(self.known.items()))
-            self.index.load_files([sf for sf in pool if not memo.has(("getters-in", sf.abspath, known))])
-            cands: dict[str, str] = {}
-            for sf in pool:
-                for name, k in memo.step(("getters-in", sf.abspath, known), partial(self._file_candidates, sf)):
-                    if name not in decided and name not in cands:
-                        cands[name] = k
-            new = {n: k for n, k in cands.items()
-                   if memo.step(("agree", n, k, known), partial(self._agree, n, k))}
-            decided.update(cands)
-            if not new:
-                return
-            self.known.update(new)
-            if grow is not None:
-                seen = {sf.abspath for sf in pool}
-                pool = pool + [sf for sf in grow(set(new)) if sf.abspath not in seen]
 
 
 def scan(index: Index, rules: RuleSet, *, demand: bool = True, only: set[str] | None = None,

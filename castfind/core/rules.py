@@ -366,7 +366,7 @@ class RuleSet:
         A getter counts as a word (``get_key_buffer``); an attribute pattern only as an attribute
         access (``.kv_buffer``, ``. w13_weight``), since provenance ends at an attribute, never at a
         bare name: a parameter called ``weight`` is not a whole buffer. ``inferable_only``: the
-        kinds whose getters are inferred (:class:`~castfind.analysis.scan.GetterOracle`).
+        kinds whose getters are inferred (:class:`~castfind.analysis.getters.GetterOracle`).
         """
         getters: set[str] = set()
         attrs: set[str] = set()
