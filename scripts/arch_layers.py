@@ -1,20 +1,51 @@
-"""Rewrite ARCHITECTURE.md's module-table layers to the lowest numbers the imports allow."""
-import re, sys
+"""Rewrite ARCHITECTURE.md's module-table layers to the lowest numbers the imports allow.
+
+Run after an import changes: ``.venv/bin/python scripts/arch_layers.py``. A module's layer is one more than the
+highest layer among the castfind modules it imports (tests/test_architecture.py's reading of the imports); a cycle
+stops the script with the modules on it. Rows the table lacks are printed, not invented.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
 from pathlib import Path
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-from tests.test_architecture import real_imports
-imp = real_imports()
-layer = {}
-def L(m, seen=()):
-    if m in layer: return layer[m]
-    if m in seen: raise SystemExit(f"cycle through {m}: {seen}")
-    deps = [t for t in imp.get(m, ()) if t in imp and t != m]
-    layer[m] = 1 + max((L(t, seen + (m,)) for t in deps), default=-1)
-    return layer[m]
-for m in imp: L(m)
-p = Path(__file__).resolve().parents[1] / "ARCHITECTURE.md"; s = p.read_text()
-row = re.compile(r"^(\|\s*`(castfind(?:\.[a-z_]+)*)`\s*\|\s*)(\d+)(\s*\|)", re.M)
-missing = set(imp) - {m.group(2) for m in row.finditer(s)}
-print("missing rows:", missing)
-s = row.sub(lambda m: f"{m.group(1)}{layer.get(m.group(2), m.group(3))}{m.group(4)}", s)
-p.write_text(s)
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.test_architecture import real_imports  # noqa: E402 - the repository's own tests package
+
+ROW = re.compile(r"^(\|\s*`(castfind(?:\.[a-z_]+)*)`\s*\|\s*)(\d+)(\s*\|)", re.M)
+
+
+def layers(imports: dict[str, set[str]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+
+    def layer(module: str, seen: tuple[str, ...] = ()) -> int:
+        if module in out:
+            return out[module]
+        if module in seen:
+            raise SystemExit(f"cycle through {module}: {' -> '.join(seen)}")
+        deps = [t for t in imports.get(module, ()) if t in imports and t != module]
+        out[module] = 1 + max((layer(t, (*seen, module)) for t in deps), default=-1)
+        return out[module]
+
+    for m in imports:
+        layer(m)
+    return out
+
+
+def main() -> None:
+    imports = real_imports()
+    got = layers(imports)
+    path = REPO / "ARCHITECTURE.md"
+    text = path.read_text()
+    missing = set(imports) - {m.group(2) for m in ROW.finditer(text)}
+    if missing:
+        print("modules with no row in the table:", ", ".join(sorted(missing)))
+    path.write_text(ROW.sub(lambda m: f"{m.group(1)}{got.get(m.group(2), m.group(3))}{m.group(4)}", text))
+
+
+if __name__ == "__main__":
+    main()

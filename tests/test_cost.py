@@ -120,7 +120,9 @@ def test_getter_through_a_self_call_ignores_a_dequantized_return(tmp_path: Path)
     cost = _at(doc, "head_backend.py", 17)["cost"]
     assert cost["holder"] == "HeadKVPool.k_buffer"  # the word "head" in head_backend.py picks the class
     assert cost["value"] == 2 * 10 * 2 * 4 * (2 + 4)
-    assert _at(doc, "pools.py", 76)["cost"] is None  # a parameter: no allocation castfind can see
+    # `dequantize(buf, ...)` casts a parameter: its one caller in the file hands it `self.k_buffer[...]`, one layer.
+    handed = _at(doc, "pools.py", 76)["cost"]
+    assert handed["holder"].endswith(".k_buffer") and handed["shape"] == ["size + page_size", "head_num", "head_dim"]
 
 
 def test_unused_set_is_reported(tmp_path: Path) -> None:
@@ -168,7 +170,7 @@ def test_sarif_and_text_carry_the_cost(tmp_path: Path) -> None:
     results = [res for res in json.loads(out.read_text())["runs"][0]["results"]
                if "servekit/" in res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]]
     costed = [res for res in results if "cost" in res["properties"]]
-    assert len(costed) == 3 and len(results) == 4  # the parameter cast in pools.py has none
+    assert len(costed) == len(results) == 4  # the parameter cast in pools.py too: its caller hands it a layer
     assert all(set(res["properties"]["cost"]) >= {"shape", "per_step", "value"} for res in costed)
 
 
@@ -535,3 +537,39 @@ def test_cost_reads_the_buffer_off_provenances_walk() -> None:
     assert cost is not None and cost.holder == "Pool.kv_buffer"  # the buffer the walk ended at, declared ×4
     assert cost.src_dtype == "torch.float8_e4m3fn"  # the walk's .view(dtype) step, not the declared uint8
     assert cost.shape == ("n", "8") and cost.per_step.startswith("4 * ")  # [i] of a per-layer list: ×4 per step
+
+
+# --------------------------------------------------------------------------- know the buffer (quietkit/shapes.py)
+
+def test_a_weight_handed_to_a_helper_is_sized_by_the_module_it_belongs_to(tmp_path: Path) -> None:
+    """`forward` hands `self.conv.weight` (a parallel linear built with keywords, weight [channels, taps]) to
+    `_mix`: small, a warning; the same shape of hand-off of `self.proj.weight` ([inter, hidden]) stays an error."""
+    doc = _scan(tmp=tmp_path)
+    taps = _at(doc, "shapes.py", 34)
+    assert taps["severity"] == "warning" and taps["cost"]["verdict"] == "tiny"
+    assert taps["cost"]["shape"] == ["channels", "conv_kernel_size"]
+    proj = _at(doc, "shapes.py", 37)
+    assert proj["severity"] == "error" and proj["cost"]["shape"] == ["inter", "hidden"]
+
+
+def test_conv1d_written_with_keywords_depthwise_is_small_and_full_is_not(tmp_path: Path) -> None:
+    doc = _scan(tmp=tmp_path)
+    depthwise = _at(doc, "shapes.py", 50)
+    assert depthwise["severity"] == "warning" and depthwise["cost"]["shape"] == ["channels", "1", "kernel_size"]
+    full = _at(doc, "shapes.py", 51)
+    assert full["severity"] == "error" and full["cost"]["shape"] == ["out_channels", "channels", "3"]
+
+
+def test_a_weight_built_in_the_model_dtype_cast_to_an_activation_dtype_is_a_noop(tmp_path: Path) -> None:
+    """`nn.Linear(...)` without dtype= is in the model's dtype (the rules' `default_dtype: activation_dtype`), and so
+    is `out`: `.to(out.dtype)` returns the weight itself. An fp8 weight cast the same way is a real conversion."""
+    doc = _scan(tmp=tmp_path)
+    for line in (66, 67):
+        f = _at(doc, "shapes.py", line)
+        assert f["severity"] == "info" and f["cost"]["verdict"] == "no-op", line
+        assert "declared without dtype=" in f["cost"]["note"]
+    fp8 = _at(doc, "shapes.py", 68)
+    assert fp8["severity"] == "error" and fp8["cost"]["verdict"] == ""
+    # Bound by hand to another dtype, the convention no longer decides it.
+    doc = _scan("--set", "default_dtype=torch.float32", tmp=tmp_path)
+    assert _at(doc, "shapes.py", 66)["severity"] == "error"

@@ -559,7 +559,10 @@ class CostModel:
         own = self.holders.own_class(facts, cast.scope)
         bounds = self._loop_bounds(own, cast.loops)
         walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
-        return self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
+        cost = self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
+        if cost is None and end.weight_of is not None:
+            cost = self._cost_of(end.weight_of, *self._dst(cast), own=own, loops=bounds, walks=walks)
+        return cost
 
     def _loop_bounds(self, here: ClassRef | None, loops: Sequence[tuple[str, str]]) -> list[str]:
         """The trip count of each ``for`` around the cast that walks a ``range``: ``range(N)`` → ``N``,
@@ -676,6 +679,11 @@ class CostModel:
         a, b = _canonical(src[0]), _canonical(dst[0])
         if a == b and (same or _literal_dtype(a)):
             return "no-op", f"no-op: buffer declared {declared}"
+        defaults = dict(self.rules.cost.defaults)
+        if (defaults.get(a) == b or defaults.get(b) == a) and not {a, b} & set(self.ev.bound.explicit):
+            # `default_dtype: activation_dtype`: built without dtype= (torch's default dtype, which the engine
+            # sets to the model's while loading) and cast to an activation's dtype (the model's): one dtype.
+            return "no-op", f"no-op: declared without dtype= {declared.strip()}, so in the model's dtype, as {dst[1] or b} is"
         if _literal_dtype(a) and _literal_dtype(b):
             return "", ""
         qualify = a == b  # one name in two classes: say whose

@@ -131,6 +131,9 @@ class Held:
     on_param: bool = False
     #: ``self.X.weight`` with ``self.X = nn.Linear(...)`` / ``nn.Conv1d(...)``: the module's weight.
     module_weight: bool = False
+    #: For ``self.proj.weight`` held by a class castfind can read: the same weight read off the constructor
+    #: call ``self.proj = Linear(in, out)`` (a :attr:`module_weight` reading), when that class does not say.
+    weight_of: Held | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +175,43 @@ class Holders:
     def operand(self, facts: FileFacts, scope: str, expr: Expr, line: int) -> Held | GetterCall | None:
         """The buffer ``expr`` is read from: provenance's walk back (:meth:`Provenance.origin_or_stop`, the one
         walk), read by :meth:`read`."""
-        return self.read(facts, scope, self.prov.origin_or_stop(facts, scope, expr, line))
+        got = self.prov.origin_or_stop(facts, scope, expr, line)
+        end = self.read(facts, scope, got)
+        if end is None and isinstance(got.trail.end, Name) and not got.trail.steps:
+            end = self.from_callers(facts, scope, got.trail.end.id)
+        return end
+
+    def from_callers(self, facts: FileFacts, scope: str, param: str) -> Held | GetterCall | None:
+        """A parameter's buffer, from the calls of its function in its own file (``forward`` hands
+        ``self.conv1d.weight`` to ``self._forward_prefill(x, conv_weights)``): each call's argument read as an
+        operand in the caller; the one holder they all agree on, or None (no call, a call that hides the
+        argument, or two holders). One level: a caller's own parameter is not followed further."""
+        d = next((d for d in facts.definitions if d.qualname == scope and d.kind != "class"), None)
+        if d is None or param not in d.params:
+            return None
+        method = d.kind == "method" and d.parent != ""
+        position = d.params.index(param) - (1 if method else 0)
+        if position < 0:
+            return None
+        found: list[Held | GetterCall] = []
+        for c in facts.calls:
+            own_call = c.func == f"self.{d.name}" if method else c.func == d.name
+            if not own_call or c.scope == scope:
+                continue
+            if method and enclosing_class(facts, c.scope) != d.parent:
+                continue
+            arg = next((v for k, v in c.kwargs if k == param), None)
+            if arg is None and not c.starred and position < len(c.args):
+                arg = c.args[position]
+            if arg is None:
+                return None
+            got = self.read(facts, c.scope, self.prov.origin_or_stop(facts, c.scope, arg, c.line))
+            if got is None:
+                return None
+            found.append(got)
+        if not found or any(f != found[0] for f in found[1:]):
+            return None
+        return found[0]
 
     def read(self, facts: FileFacts, scope: str, got: Origin | Stop, taken: int = 0, indexed: bool = False,
               view: str | None = None) -> Held | GetterCall | None:
@@ -224,13 +263,18 @@ class Holders:
                               taken + 1, True, view)
         if isinstance(e, Attr):
             holders = self._holders(facts, scope, e)
-            if holders:
-                return Held(holders, e.attr, indexed, view)
             inner = e.value
+            module = None
             if (e.attr == "weight" and isinstance(inner, Attr) and isinstance(inner.value, Name)
-                    and inner.value.id == "self"):  # `self.proj.weight` of a torch module castfind cannot read
+                    and inner.value.id == "self"):  # `self.proj.weight`: the weight of the module `self.proj` is built as
                 ref = self.own_class(facts, scope)
-                return Held((ref,), inner.attr, indexed, view, module_weight=True) if ref else None
+                module = Held((ref,), inner.attr, indexed, view, module_weight=True) if ref else None
+            if holders:
+                # The module's class sets its weight where castfind cannot read it (a quantization method's
+                # `create_weights`): then the constructor call `self.proj = Linear(in, out)` says its shape.
+                return Held(holders, e.attr, indexed, view, weight_of=module)
+            if module is not None:
+                return module
             if isinstance(e.value, Name) and self._is_param(facts, scope, e.value.id):
                 ref = self.own_class(facts, scope)
                 return Held((ref,), e.attr, indexed, view, on_param=True) if ref else None

@@ -8,8 +8,9 @@ file), class by class, method by method. What is recorded (:class:`~castfind.rea
   (a buffer per layer) with ``count = N``;
 * ``parameter``: ``self.X = nn.Parameter(torch.empty(...))``, or any ``...Parameter`` class wrapping a tensor
   (``ModelWeightParameter(data=torch.empty(...))``);
-* ``linear``: ``self.X = nn.Linear(in, out)`` (its weight: ``[out, in]``), ``nn.Conv1d(in, out, k, groups=g)``
-  (its weight: ``[out, in // g, k]``);
+* ``linear``: ``self.X = nn.Linear(in, out)`` and the tensor-parallel linears named after it
+  (``ColumnParallelLinear(input_size=..., output_size=...)``; its weight: ``[out, in]``), ``nn.Conv1d(in, out, k,
+  groups=g)`` (its weight: ``[out, in // g, k]``), positional or keyword arguments;
 * a parameter set on *another object* by a method, as quantized layers' ``create_weights(self, layer, ...)``
   do: ``layer.register_parameter("w", w)``, ``setattr(layer, "w", w)`` or ``layer.w = w`` with ``w`` a
   local holding one of the above: recorded with target ``layer.w`` (the method's parameter name), so a
@@ -46,6 +47,23 @@ def _dotted(node: ast.AST) -> str | None:
 
 def _text(node: ast.AST) -> str:
     return ast.unparse(node)
+
+
+def _linear_like(name: str) -> bool:
+    """``nn.Linear`` and the tensor-parallel linears named after it (``ColumnParallelLinear``,
+    ``RowParallelLinear``, ``ReplicatedLinear``: ``(input_size, output_size, ...)``). The fused projections
+    (``QKVParallelLinear``, ``MergedColumnParallelLinear``) take per-part sizes and are not read."""
+    last = name.rsplit(".", 1)[-1]
+    return name in _LINEAR or (last.endswith("Linear") and "QKV" not in last and not last.startswith("Merged"))
+
+
+def _arg(call: ast.Call, index: int, *names: str) -> ast.expr | None:
+    """The argument at position ``index``, or the keyword argument named one of ``names``."""
+    for n in names:
+        got = _kwarg(call, n)
+        if got is not None:
+            return got
+    return call.args[index] if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]) else None
 
 
 def _kwarg(call: ast.Call, name: str) -> ast.expr | None:
@@ -101,14 +119,21 @@ def _classify(value: ast.AST) -> Allocation | None:
                 return Allocation("", "", 0, "parameter", inner[0], inner[1])
         dtype = _kwarg(value, "dtype")
         dt = _text(dtype) if dtype is not None else None
-        if name in _LINEAR and len(value.args) >= 2:
-            return Allocation("", "", 0, "linear", (_text(value.args[1]), _text(value.args[0])), dt)
-        if name in _CONV1D and len(value.args) >= 3:
-            groups = _kwarg(value, "groups") or (value.args[6] if len(value.args) > 6 else None)
-            c_in = _text(value.args[0])
-            if groups is not None:  # depthwise (groups == in_channels): one input channel per filter
-                c_in = "1" if _text(groups) == c_in else f"({c_in}) // ({_text(groups)})"
-            return Allocation("", "", 0, "linear", (_text(value.args[1]), c_in, _text(value.args[2])), dt)
+        if name is not None and _linear_like(name):
+            c_in = _arg(value, 0, "in_features", "input_size")
+            c_out = _arg(value, 1, "out_features", "output_size")
+            if c_in is not None and c_out is not None and not isinstance(c_out, (ast.List, ast.Tuple, ast.ListComp)):
+                return Allocation("", "", 0, "linear", (_text(c_out), _text(c_in)), dt)
+        if name in _CONV1D:
+            c_in = _arg(value, 0, "in_channels")
+            c_out = _arg(value, 1, "out_channels")
+            taps = _arg(value, 2, "kernel_size")
+            if c_in is not None and c_out is not None and taps is not None:
+                groups = _arg(value, 6, "groups")
+                rows = _text(c_in)
+                if groups is not None:  # depthwise (groups == in_channels): one input channel per filter
+                    rows = "1" if _text(groups) == rows else f"({rows}) // ({_text(groups)})"
+                return Allocation("", "", 0, "linear", (_text(c_out), rows, _text(taps)), dt)
     return None
 
 
