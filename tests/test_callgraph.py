@@ -216,3 +216,28 @@ def test_typed_receivers_are_strict_untyped_ones_keep_the_by_name_edge(tmp_path)
     assert edge("z.run", base, base_anc) and edge("z.run", other, other_anc)
     assert edge("self.mixed.run", base, base_anc) and edge("self.mixed.run", other, other_anc)
     assert edge("self.tensor.run", base, base_anc) and edge("self.tensor.run", other, other_anc)
+
+
+MEMO_CALLS = Path(__file__).resolve().parents[1] / "fixtures" / "memo_calls"
+
+
+def test_a_call_under_a_memo_guard_runs_once_and_look_alikes_run_every_step() -> None:
+    """fixtures/memo_calls: `if w is None: w = fold(...); self._folded = w` and `if self._packed is None:
+    self._pack()` (which stores `self._packed`) are once per value: their callees are not hot. A flag guard and a
+    guard on a location nothing stores keep the callee hot."""
+    root = str(MEMO_CALLS)
+    index = Index(discover([root]))
+    out = scan(index, load_rules())
+    errors = {f.function for f in out.findings if f.severity == "error"}
+    assert errors == {"refold_weight"}, errors
+    from castfind.read.extract import extract_source
+
+    facts = extract_source((MEMO_CALLS / "memokit" / "layers.py").read_bytes(), "memokit.layers", "memokit/layers.py",
+                           False)
+    memo = {(c.func, c.line): (c.memo_unset, c.memo_stored) for c in facts.calls
+            if c.func in ("fold_weight", "self._pack", "refold_weight")}
+    assert memo[("fold_weight", 27)] == (("self._folded",), ("self._folded",))  # `w` read from self._folded
+    assert memo[("self._pack", 46)] == (("self._packed",), ())  # _pack itself stores it
+    assert memo[("refold_weight", 61)] == ((), ())  # a flag says nothing is unset
+    unset, stored = memo[("refold_weight", 64)]  # unset, but nothing here or in it stores it
+    assert "self._other" in unset and stored == ()

@@ -21,7 +21,9 @@ production function hot (with ``--include-tests`` the scope is every file, and t
 
 A reverse breadth-first search from the cast's function finds the nearest entry point, so the
 path a finding carries is a shortest one. It does not go through a once-function (``__init__``,
-loaders, warm-up): building or loading an object is not a per-step path. Callers (per file) and
+loaders, warm-up): building or loading an object is not a per-step path; nor through a call under a memo
+guard (``if self._w is None: self._w = fold(conv)``, or ``if self._packed is None: self._pack()`` where
+``_pack`` stores ``self._packed``: :attr:`~castfind.read.facts.CallSite.memo_stored`): it runs once per value. Callers (per file) and
 hot paths are steps of the scan's :class:`~castfind.store.memo.Memo`, replayed when nothing they read changed.
 """
 
@@ -171,9 +173,25 @@ class CallGraph:
             caller_def = defs.get(cs.scope)
             if caller_def is None or caller_def.kind == "class":
                 continue
+            if self._runs_once(cs, node):
+                continue
             if self._edge(cs.func, (facts.module, cs.scope), node, node_cls, node_anc, weak_ok):
                 out.append(cs)
         return out
+
+    def _runs_once(self, cs: CallSite, node: Node) -> bool:
+        """A call under a memo guard runs once per stored value, not once a step: the guard says a location
+        is unset (``if self._w is None:``) and the same branch stores it (``self._w = fold(conv)``), or the
+        call is ``self.m()`` and ``m`` itself stores it (``_pack_weights`` sets ``self._packed``)."""
+        if cs.memo_stored:
+            return True
+        if not cs.memo_unset or not cs.func.startswith("self."):
+            return False
+        sf = self.r.modules.file(node[0])
+        if sf is None:
+            return False
+        stores = {a.target for a in self.index.facts_of(sf).assigns if a.scope == node[1]}
+        return any(k in stores for k in cs.memo_unset)
 
     def _edge(self, func: str, caller: Node, node: Node, node_cls: Node | None,
               node_anc: frozenset[Node], weak_ok: bool) -> bool:

@@ -195,7 +195,7 @@ _Mark = tuple[int, "_Guard | None", "list[str] | None", "tuple[str, str] | None"
 class _Guard:
     """An enclosing ``if`` while it is walked (or the rest of a block after an early ``return``)."""
 
-    __slots__ = ("node", "negated", "active", "when_true", "when_false", "early")
+    __slots__ = ("node", "negated", "active", "when_true", "when_false", "early", "stored")
 
     def __init__(self, node: Any, when_true: tuple[str, ...] = (), when_false: tuple[str, ...] = (),
                  early: bool = False) -> None:
@@ -205,6 +205,11 @@ class _Guard:
         self.when_true = when_true  # locations known unset when the test is true
         self.when_false = when_false  # ... when it is false
         self.early = early
+        self.stored: tuple[set[str], set[str]] = (set(), set())  # locations stored in the body, in the else
+
+    def unset(self) -> tuple[str, ...]:
+        """The locations known unset in the branch being walked."""
+        return self.when_false if self.negated else self.when_true
 
 
 def _returns(block: cst.BaseSuite) -> bool:
@@ -240,6 +245,8 @@ class _Walker(TokenWalker):
         self.storing: list[list[str]] = []  # the targets of the assignments whose value is being walked
         self.for_iters: list[tuple[str, str]] = []  # the loops whose bodies are being walked, outermost first
         self.cast_stores: list[list[str]] = []  # per cast: the locations its result is stored to
+        #: per call under a memo guard: its index and each such guard with the branch it runs in
+        self.call_memo: list[tuple[int, list[tuple[_Guard, bool]]]] = []
         self.cur_assign: cst.CSTNode | None = None
         self.pending_defs: dict[int, dict[str, Any]] = {}
         self.definitions: list[Definition] = []
@@ -528,6 +535,8 @@ class _Walker(TokenWalker):
         """``value`` is kept in ``keys`` (``=name`` for a local name)."""
         if not keys:
             return
+        for g in self._guards_in_scope():
+            g.stored[g.negated].update(k for k in keys if not k.startswith("="))
         frame = self.scopes[-1]
         for i in self._carried(value) if carried is None else carried:  # `self._w = w` after `w = x.to(t)`
             for k in keys:
@@ -664,6 +673,9 @@ class _Walker(TokenWalker):
             starred = any(a.star for a in node.args)
             assert isinstance(call, Call)
             self.calls.append(CallSite(fname, line, scope, call.args, call.kwargs, starred))
+            memo = [(g, g.negated) for g in self._guards_in_scope() if g.unset()]
+            if memo:
+                self.call_memo.append((len(self.calls) - 1, memo))
         if (fname == "setattr" and len(node.args) == 3 and isinstance(node.args[1].value, cst.SimpleString)
                 and isinstance(node.args[0].value, (cst.Name, cst.Attribute))):
             obj, attr = _name_of(node.args[0].value), node.args[1].value.evaluated_value
@@ -718,6 +730,16 @@ class _Walker(TokenWalker):
                  self.scope, text[:300], self.loop_depth - self.scopes[-1].loop_base, guards,
                  self._assigned_target(node), loops=tuple(self.for_iters[self.scopes[-1].iter_base:]))
         )
+
+    def memo_calls(self) -> tuple[CallSite, ...]:
+        """The calls, each under a memo guard with what the guards say is unset and what their branch stores
+        (a store after the call counts: ``w = fold(conv)`` then ``self._w = w``)."""
+        calls = list(self.calls)
+        for i, memo in self.call_memo:
+            unset = tuple(dict.fromkeys(k for g, neg in memo for k in (g.when_false if neg else g.when_true)))
+            stored = tuple(k for k in unset if any(k in g.stored[neg] for g, neg in memo))
+            calls[i] = replace(calls[i], memo_unset=unset, memo_stored=stored)
+        return tuple(calls)
 
     def _guards_in_scope(self) -> list[_Guard]:
         out: list[_Guard] = []
@@ -866,7 +888,7 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         assigns=tuple(w.assigns),
         loop_assigns=tuple(w.loop_assigns),
         branches=tuple(sorted(branches)),
-        calls=tuple(w.calls),
+        calls=w.memo_calls(),
         returns=tuple(w.returns),
         casts=tuple(replace(c, stores=tuple(st)) if st else c for c, st in zip(w.casts, w.cast_stores, strict=True)),
         dynamic=tuple(w.dynamic),

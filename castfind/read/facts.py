@@ -174,6 +174,11 @@ class CallSite:
     args: tuple[Expr, ...] = ()
     kwargs: tuple[tuple[str, Expr], ...] = ()
     starred: bool = False
+    #: A memo guard around the call: the stored locations the enclosing ``if``s say are unset where the call
+    #: runs (``if self._packed is None:``, ``if w is None:`` after ``w = self._w``, ``k not in cache``) ...
+    memo_unset: tuple[str, ...] = ()
+    #: ... and those of them the same branch stores (``self._w = fold(conv)``): the call runs once per value.
+    memo_stored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
