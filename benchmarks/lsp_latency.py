@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -39,14 +40,15 @@ CALL = "flashinfer_cutlass_fused_moe("
 
 
 def _workspace(corpus: Path, into: Path) -> Path:
-    """A workspace folder: sglang hard-linked (the edited file copied), flashinfer named where it is."""
+    """A workspace folder holding both wheels as hard links (``[tool.castfind] roots`` must lie inside it), the
+    edited file a real copy."""
     ws = into / "workspace"
-    shutil.copytree(corpus / "sglang", ws / "sglang", copy_function=os.link)
+    for wheel in ("sglang", "flashinfer"):
+        shutil.copytree(corpus / wheel, ws / wheel, copy_function=os.link)
     edited = ws / "sglang" / EDITED
     edited.unlink()
     shutil.copyfile(corpus / "sglang" / EDITED, edited)
-    flashinfer = (corpus / "flashinfer").resolve()
-    (ws / "pyproject.toml").write_text(f'[tool.castfind]\nroots = ["sglang", "{flashinfer}"]\n')
+    (ws / "pyproject.toml").write_text('[tool.castfind]\nroots = ["sglang", "flashinfer"]\n')
     return ws
 
 
@@ -108,8 +110,9 @@ async def _run(args: argparse.Namespace, ws: Path, cache: str) -> int:
 
     target = ws / "sglang" / DEFINED
     text = target.read_text()
-    line_no, line = next((i, t) for i, t in enumerate(text.splitlines()) if CALL in t and "=" in t.split(CALL)[0])
-    position = lsp.Position(line_no, line.index(CALL) + 3)
+    call = re.compile(r"=\s*(?<!\w)" + re.escape(CALL))
+    line_no, found_at = next((i, m.end() - len(CALL)) for i, t in enumerate(text.splitlines()) if (m := call.search(t)))
+    position = lsp.Position(line_no, found_at + 3)
     target_uri = from_fs_path(str(target))
     client.text_document_did_open(lsp.DidOpenTextDocumentParams(
         lsp.TextDocumentItem(uri=target_uri, language_id="python", version=1, text=text)))

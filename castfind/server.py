@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,13 +39,15 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from castfind import __version__, api, pipeline
 from castfind.core.config import Config, ConfigError, load_config
-from castfind.core.rules import RuleError
+from castfind.core.crash import debug
+from castfind.core.rules import UNUSED_SUPPRESSION, RuleError
 from castfind.core.types import Finding
 from castfind.report.text import format_cost
 from castfind.store.discover import DiscoveryError
 from castfind.where.answer import WhereError
 
-__all__ = ["CastfindServer", "Folder", "ignore_edit", "name_at", "serve"]
+__all__ = ["Analysis", "CastfindServer", "Folder", "analyse", "build_server", "definitions", "hover_text", "ignore_edit",
+           "name_at", "parse_errors", "serve"]
 
 _SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
              "info": lsp.DiagnosticSeverity.Information}
@@ -94,6 +97,8 @@ class Analysis:
     findings: tuple[Finding, ...] = ()
     diagnostics: tuple[lsp.Diagnostic, ...] = ()
     logged: tuple[str, ...] = ()
+    #: No scan ran (bad configuration or rules): the file's last diagnostics stand until one does.
+    failed: bool = False
     #: Diagnostics for another file (a broken rule file): uri → diagnostics.
     elsewhere: dict[str, list[lsp.Diagnostic]] = field(default_factory=dict)
 
@@ -171,6 +176,12 @@ def _diagnostic(f: Finding, lines: Sequence[str], uri: str) -> lsp.Diagnostic:
                           data={"rule": f.rule, "line": f.line})
 
 
+def internal(what: str, exc: BaseException) -> str:
+    """The logged line for an unexpected exception (the server goes on); ``CASTFIND_DEBUG=1`` adds the traceback."""
+    line = f"castfind: internal error in {what}: {type(exc).__name__}: {exc}"
+    return line + "\n" + "".join(traceback.format_exception(exc)) if debug() else line
+
+
 def _error_diagnostic(line: int, message: str) -> lsp.Diagnostic:
     at = lsp.Position(max(line - 1, 0), 0)
     return lsp.Diagnostic(range=lsp.Range(at, lsp.Position(at.line, 10_000)), message=message,
@@ -185,13 +196,19 @@ def analyse(folder: Folder, file: str, lines: Sequence[str], cache_dir: str | No
         run = api.scan(folder.request(file, cache_dir, progress))
     except RuleError as exc:
         rule_uri = from_fs_path(os.path.abspath(exc.path)) or exc.path
-        return Analysis(logged=(f"castfind: {exc}; fix the rule file, then save again",),
+        return Analysis(logged=(f"castfind: {exc}; fix the rule file, then save again",), failed=True,
                         elsewhere={rule_uri: [_error_diagnostic(exc.line, f"{exc.key}: {exc.reason}")]})
     except (ConfigError, DiscoveryError, ValueError, OSError) as exc:
-        return Analysis(logged=(f"castfind: {exc}",))
+        return Analysis(logged=(f"castfind: {exc}",), failed=True)
     mine = tuple(f for f in run.report.findings if os.path.abspath(os.path.join(f.root, f.path)) == file)
     diags = [_diagnostic(f, lines, uri) for f in mine]
-    diags += [_error_diagnostic(line, message) for line, message in parse_errors(folder, file, cache_dir)]
+    problems = [(d.line, d.message) for d in run.report.diagnostics
+                if any(os.path.abspath(os.path.join(r, d.path)) == file for r in folder.roots)]
+    # PERF: a file the scan parsed (it has findings, or its problem is among the scan's diagnostics) is not
+    # looked at again; only a file the scan had no reason to parse is asked for its facts.
+    if not mine and not problems:
+        problems = parse_errors(folder, file, cache_dir)
+    diags += [_error_diagnostic(line, message) for line, message in problems]
     return Analysis(mine, tuple(diags))
 
 
@@ -219,6 +236,7 @@ class CastfindServer(LanguageServer):
         self.folders: list[Folder] = []
         self.findings: dict[str, tuple[Finding, ...]] = {}
         self.generation: dict[str, int] = {}
+        self.elsewhere: set[str] = set()  # rule files with a diagnostic published, cleared by the next good scan
         self.builds: dict[str, asyncio.Task[None]] = {}  # folder → its first index build
         self.lock = asyncio.Lock()
 
@@ -272,8 +290,7 @@ class CastfindServer(LanguageServer):
         except (RuleError, ConfigError, DiscoveryError, ValueError, OSError) as exc:
             self.log(f"castfind: {exc}")
         except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
-            self.log(f"castfind: internal error while indexing {folder.path}: {type(exc).__name__}: {exc}",
-                     lsp.MessageType.Error)
+            self.log(internal(f"indexing {folder.path}", exc), lsp.MessageType.Error)
         finally:
             if progress:
                 self.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message="indexed"))
@@ -300,40 +317,56 @@ class CastfindServer(LanguageServer):
             try:
                 answer = await asyncio.to_thread(analyse, folder, file, list(lines), self.cache_dir)
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
-                answer = Analysis(logged=(f"castfind: internal error on {file}: {type(exc).__name__}: {exc}",))
+                answer = Analysis(logged=(internal(file, exc),), failed=True)
         for message in answer.logged:
             self.log(message)
         for other, diags in answer.elsewhere.items():
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(other, diags))
-        if self.generation.get(uri) != generation:
+        if not answer.failed:
+            for fixed in sorted(self.elsewhere - set(answer.elsewhere)):
+                self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(fixed, []))
+        self.elsewhere = set(answer.elsewhere) | (self.elsewhere if answer.failed else set())
+        if answer.failed or self.generation.get(uri) != generation:
             return
         self.findings[uri] = answer.findings
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, list(answer.diagnostics)))
 
-    def definition(self, uri: str, position: lsp.Position) -> list[lsp.Location]:
+    async def definition(self, uri: str, position: lsp.Position) -> list[lsp.Location]:
         """``where --at`` on the name under the cursor; empty when it does not resolve."""
         file = to_fs_path(uri)
         folder = self.folder_of(os.path.abspath(file)) if file else None
-        doc = self.workspace.get_text_document(uri)
-        lines = doc.lines
+        lines = self.workspace.get_text_document(uri).lines
         if folder is None or file is None or position.line >= len(lines):
             return []
         symbol = name_at(lines[position.line], position.character)
         if symbol is None:
             return []
-        try:
-            res = api.where(symbol, list(folder.roots), (os.path.abspath(file), position.line + 1),
-                            exclude=folder.config.exclude, cache_dir=self.cache_dir)
-        except (WhereError, ConfigError, DiscoveryError, OSError) as exc:
-            self.log(f"castfind: definition of {symbol}: {exc}", lsp.MessageType.Info)
-            return []
-        found = [d for d in res.definitions if not d.dynamic] or list(res.definitions)
-        out = []
-        for d in found:
-            target = os.path.abspath(os.path.join(d.root, d.path))
-            at = lsp.Position(max(d.line - 1, 0), 0)
-            out.append(lsp.Location(from_fs_path(target) or target, lsp.Range(at, at)))
-        return out
+        async with self.lock:
+            try:
+                found, problem = await asyncio.to_thread(definitions, folder, symbol, os.path.abspath(file),
+                                                         position.line + 1, self.cache_dir)
+            except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
+                found, problem = [], internal(f"definition of {symbol}", exc)
+        if problem:
+            self.log(problem, lsp.MessageType.Info)
+        return found
+
+
+def definitions(folder: Folder, symbol: str, file: str, line: int,
+                cache_dir: str | None) -> tuple[list[lsp.Location], str | None]:
+    """Where ``symbol`` as used at ``file:line`` is defined (the chain's final definitions; resolved ones first,
+    a dynamic receiver's candidates only when nothing resolved), and the problem that stopped the lookup, if any."""
+    try:
+        res = api.where(symbol, list(folder.roots), (file, line), exclude=folder.config.exclude, cache_dir=cache_dir)
+    except (WhereError, ConfigError, DiscoveryError, OSError) as exc:
+        return [], f"castfind: definition of {symbol}: {exc}"
+    found = [d for d in res.definitions if not d.dynamic] or list(res.definitions)
+    out = []
+    for d in found:
+        target = os.path.abspath(os.path.join(d.root, d.path))
+        at = lsp.Position(max(d.line - 1, 0), 0)
+        out.append(lsp.Location(from_fs_path(target) or target, lsp.Range(at, at)))
+    return out, None
 
 
 def _folders_of(params: lsp.InitializeParams) -> list[str]:
@@ -387,8 +420,9 @@ def build_server(cache_dir: str | None = None) -> CastfindServer:
         lines = ls.workspace.get_text_document(uri).lines
         actions = []
         for diag in params.context.diagnostics:
-            if diag.source != _SOURCE or not isinstance(diag.code, str) or diag.range.start.line >= len(lines):
-                continue
+            if (diag.source != _SOURCE or not isinstance(diag.code, str) or diag.code == UNUSED_SUPPRESSION.id
+                    or diag.range.start.line >= len(lines)):
+                continue  # an unused ignore comment is fixed by deleting it, not by another one
             line_no = diag.range.start.line
             edit = ignore_edit(lines[line_no], line_no, diag.code)
             actions.append(lsp.CodeAction(
@@ -409,8 +443,7 @@ def build_server(cache_dir: str | None = None) -> CastfindServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
     async def definition(ls: CastfindServer, params: lsp.DefinitionParams) -> list[lsp.Location]:
-        async with ls.lock:
-            return await asyncio.to_thread(ls.definition, params.text_document.uri, params.position)
+        return await ls.definition(params.text_document.uri, params.position)
 
     return server
 

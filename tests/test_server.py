@@ -164,6 +164,13 @@ async def test_bad_input_is_a_diagnostic_or_a_message_and_the_server_goes_on(cli
     diags = await _diagnostics(client, broken_uri)
     assert [(d.range.start.line, d.severity) for d in diags] == [(0, lsp.DiagnosticSeverity.Error)]
     assert diags[0].message.startswith("castfind cannot analyse this file: ")
+    # One the scan parses (it holds a cast of a buffer): the scan's own parse diagnostic.
+    candidate, candidate_uri = _file(client, "serving/serving/broken_cast.py")
+    candidate.write_text("def g(self:\n    return self.token_to_kv_pool.get_key_buffer(0).to(x)\n")
+    _open(client, candidate, candidate_uri)
+    diags = await _diagnostics(client, candidate_uri)
+    assert [(d.range.start.line, d.severity) for d in diags] == [(0, lsp.DiagnosticSeverity.Error)]
+    assert diags[0].message.startswith("syntax error: '(' was never closed")
     # A file outside every root: a logged message, no diagnostics.
     outside = ws / "notes.py"
     outside.write_text("x = 1\n")
@@ -190,8 +197,10 @@ async def test_bad_input_is_a_diagnostic_or_a_message_and_the_server_goes_on(cli
     client.workspace_did_change_workspace_folders(lsp.DidChangeWorkspaceFoldersParams(lsp.WorkspaceFoldersChangeEvent(
         added=[lsp.WorkspaceFolder(uri=from_fs_path(str(ws)), name="workspace")],
         removed=[lsp.WorkspaceFolder(uri=from_fs_path(str(ws)), name="workspace")])))
+    client.diagnostics.pop(rules_uri)
     _save(client, path, uri, path.read_text(), 2)
     assert _summary(await _diagnostics(client, uri)) == [("CF101", 13, 13)]
+    assert list(client.diagnostics[rules_uri]) == []  # the rule file's diagnostic cleared
 
 
 @pytest.mark.asyncio
@@ -213,3 +222,29 @@ async def test_the_server_survives_100_rapid_edits_and_reports_on_the_last(clien
         lsp.TextDocumentIdentifier(uri=uri), lsp.Position(12, 40)))
     assert hover is not None
     assert client.error is None
+
+
+def test_the_ignore_edit_joins_an_ignore_list_or_appends_or_goes_above_a_continued_line() -> None:
+    from castfind.server import ignore_edit
+
+    line = "        k = pool.get().to(q.dtype)  # castfind: ignore[CF102]\n"
+    edit = ignore_edit(line, 4, "CF101")
+    start = line.index("CF102")
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.character, edit.new_text) \
+        == (4, start, start + len("CF102"), "CF102, CF101")
+    edit = ignore_edit("    x = a.to(b)   \n", 0, "CF101")
+    assert (edit.range.start.character, edit.range.end.character, edit.new_text) == (15, 18, "  # castfind: ignore[CF101]")
+    edit = ignore_edit("    x = a.to(b) + \\\n", 7, "CF101")
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.character, edit.new_text) \
+        == (7, 0, 0, "    # castfind: ignore[CF101]\n")
+
+
+def test_the_name_under_the_cursor_ends_with_the_identifier_it_is_on() -> None:
+    from castfind.server import name_at
+
+    line = "    out = kf.cutlass_like_moe(x, self.pool . get)"
+    assert name_at(line, line.index("kf") + 1) == "kf"
+    assert name_at(line, line.index("cutlass") + 3) == "kf.cutlass_like_moe"
+    assert name_at(line, line.index("get")) == "self.pool.get"
+    assert name_at(line, line.index("(")) == "kf.cutlass_like_moe"  # just past its end: the name before
+    assert name_at(line, 1) is None
