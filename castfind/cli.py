@@ -552,7 +552,7 @@ def server_command(
 ) -> None:
     """Run castfind's language server on standard input and output (LSP: diagnostics, quick fix, hover, definition).
 
-    Needs the `lsp` extra: pip install 'castfind[lsp]'. Example (Neovim): vim.lsp.start({cmd = {'castfind', 'server'}})
+    Needs the lsp extra (pygls and lsprotocol). Example (Neovim): vim.lsp.start({cmd = {'castfind', 'server'}})
     """
     try:
         from castfind.server import serve
