@@ -546,6 +546,23 @@ def init_command(
         typer.echo(line)
 
 
+@app.command("server")
+def server_command(
+    cache_dir: str = typer.Option(None, "--cache-dir", help="The cache folder (default: castfind's user cache)."),
+) -> None:
+    """Run castfind's language server on standard input and output (LSP: diagnostics, quick fix, hover, definition).
+
+    Needs the lsp extra (pygls and lsprotocol). Example (Neovim): vim.lsp.start({cmd = {'castfind', 'server'}})
+    """
+    try:
+        from castfind.server import serve
+    except ImportError as e:
+        if e.name not in ("pygls", "lsprotocol") and not str(e.name or "").startswith(("pygls.", "lsprotocol.")):
+            raise
+        _fail("server: needs pygls and lsprotocol — pip install 'castfind[lsp]' (or: pip install pygls lsprotocol)")
+    serve(cache_dir)
+
+
 RUNTIME_COMMANDS = ("record", "trace")
 
 

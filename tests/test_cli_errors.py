@@ -345,3 +345,13 @@ def test_sarif_to_a_fifo_is_written_in_place_not_replaced(tmp_path: Path) -> Non
     assert r.returncode == 1, r.stderr
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert got and json.loads(got[0])["version"] == "2.1.0"
+
+
+def test_server_without_pygls_says_how_to_install_it() -> None:
+    """The static tool installs without the ``lsp`` extra; ``castfind server`` then says what to install."""
+    hide = ("import sys; sys.modules['pygls'] = None; sys.modules['lsprotocol'] = None; "
+            "sys.argv = ['castfind', 'server']; from castfind.quick import main; main()")
+    r = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, cwd=REPO, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    line = one_line_error(r, "server: needs pygls and lsprotocol", "pip install 'castfind[lsp]'")
+    assert r.stdout == "", line
