@@ -23,11 +23,18 @@ Matching a label (path, line, column: where its cast call starts, 1-based) to fi
    decides, except findings that sit exactly at *another* label's position (those belong to that label). This
    covers a column that differs (``ast`` counts UTF-8 bytes, castfind characters) and multi-line calls.
 4. A label is **flagged** when one of the findings that decide it has severity ``error``.
+5. A label is **found small** when it is not flagged and a finding that decides it is a ``warning`` whose
+   cost verdict is ``tiny``: castfind found the cast and lowered it *only* because it read the buffer's size
+   as small by construction, and says so. The labels have no size criterion (labels/sglang-0.5.23/README.md:
+   an entire weight tensor of a layer is whole whatever its size); castfind's rules do (issue 34: a buffer
+   small by construction is a warning, not an error). Counting such a label as found keeps the label as it
+   was written; a cast castfind stops finding, or lowers for any other reason (cold, guess, no-op), is a miss.
 
 Figures, over the labelled population only (a finding on an unlabelled line counts neither way):
 
 * labels whose ``label`` is ``unsure`` or whose ``why`` starts with ``unsure:`` are excluded from both;
-* recall = whole-buffer-hot labels flagged / whole-buffer-hot labels;
+* recall = whole-buffer-hot labels flagged or found small / whole-buffer-hot labels; the table also prints
+  the stricter recall at error (flagged only);
 * precision = flagged labels that are whole-buffer-hot / flagged labels;
 * a **miss** is a whole-buffer-hot label not flagged; a **false alarm** is a flagged label of any other kind.
 
@@ -48,6 +55,7 @@ from typing import Any
 
 HOT = "whole-buffer-hot"
 FLAG_SEVERITY = "error"
+SMALL_VERDICT = "tiny"  # castfind's cost verdict for a buffer small by construction (analysis/cost.py)
 EXPR_CUT = 160  # labels.csv keeps the first 160 characters of a cast's (one-line) text
 
 Finding = Mapping[str, Any]
@@ -91,6 +99,13 @@ class Match:
     def flagged(self) -> bool:
         return any(f.get("severity") == FLAG_SEVERITY for f in self.findings)
 
+    @property
+    def found_small(self) -> bool:
+        """Not flagged, but reported as a warning that castfind lowered for the buffer's size alone (rule 5)."""
+        return not self.flagged and any(
+            f.get("severity") == "warning" and (f.get("cost") or {}).get("verdict") == SMALL_VERDICT
+            for f in self.findings)
+
 
 @dataclass
 class Score:
@@ -112,8 +127,13 @@ class Score:
         return [m for m in self.matches if m.label.hot and m.flagged]
 
     @property
+    def small(self) -> list[Match]:
+        """Whole-buffer-hot labels castfind found and lowered to a warning for the buffer's size (rule 5)."""
+        return [m for m in self.matches if m.label.hot and m.found_small]
+
+    @property
     def misses(self) -> list[Match]:
-        return [m for m in self.matches if m.label.hot and not m.flagged]
+        return [m for m in self.matches if m.label.hot and not m.flagged and not m.found_small]
 
     @property
     def false_alarms(self) -> list[Match]:
@@ -121,6 +141,10 @@ class Score:
 
     @property
     def recall(self) -> float | None:
+        return (len(self.hits) + len(self.small)) / len(self.hot) if self.hot else None
+
+    @property
+    def recall_at_error(self) -> float | None:
         return len(self.hits) / len(self.hot) if self.hot else None
 
     @property
@@ -140,10 +164,16 @@ class Score:
         lines = [
             f"labels scored {len(self.matches)} ({kinds}); unsure excluded {len(self.unsure)}",
             f"flagged at {FLAG_SEVERITY}: {len(self.flagged)} labelled casts; hot flagged {len(self.hits)}/{len(self.hot)}",
-            f"recall    {fig(self.recall)}  ({len(self.hits)}/{len(self.hot)})",
+            f"recall    {fig(self.recall)}  ({len(self.hits) + len(self.small)}/{len(self.hot)})"
+            f"  at error alone {fig(self.recall_at_error)} ({len(self.hits)}/{len(self.hot)})",
             f"precision {fig(self.precision)}  ({len(self.hits)}/{len(self.flagged)})",
-            f"misses ({len(self.misses)}):",
+            f"found, lowered to a warning as small by construction ({len(self.small)}):",
         ]
+        for m in self.small:
+            notes = "; ".join(str((f.get("cost") or {}).get("note", "")) for f in m.findings
+                              if (f.get("cost") or {}).get("verdict") == SMALL_VERDICT)
+            lines.append(f"  {m.label.where}  {m.label.expr}  castfind: {notes}  label why: {m.label.why}")
+        lines.append(f"misses ({len(self.misses)}):")
         for m in self.misses:
             seen = ", ".join(f"{f.get('rule')} {f.get('severity')}" for f in m.findings) or "no finding"
             lines.append(f"  {m.label.where}  {m.label.expr}  [{seen}]  why: {m.label.why}")

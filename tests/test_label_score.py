@@ -138,3 +138,21 @@ def test_script_runs_as_a_file():
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "label_score.py"), "--help"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "labels_csv" in r.stdout
+
+
+def test_a_hot_label_lowered_only_for_its_size_is_found_but_not_flagged(labels):
+    tiny = {"verdict": "tiny", "note": "small by construction: [c, 1, 4] has one free factor"}
+    fs = [
+        dict(finding(10, 13, severity="warning"), cost=tiny),  # hot, found small: counts for recall
+        dict(finding(20, 9, severity="warning"), cost={"verdict": "no-op", "note": "same dtype"}),  # hot, miss
+        dict(finding(40, 5, severity="warning"), cost=tiny),   # benign: neither flagged nor a false alarm
+        finding(50, 20),                                       # hot, hit
+    ]
+    s = score(labels, fs)
+    assert [m.label.line for m in s.small] == [10] and [m.label.line for m in s.hits] == [50]
+    assert [m.label.line for m in s.misses] == [20, 70]
+    assert s.recall == pytest.approx(2 / 4) and s.recall_at_error == pytest.approx(1 / 4)
+    assert s.precision == pytest.approx(1.0) and [m.label.line for m in s.flagged] == [50]
+    table = s.table()
+    assert "recall    0.500  (2/4)  at error alone 0.250 (1/4)" in table
+    assert "pkg/a.py:10:13" in table.split("misses")[0] and "one free factor" in table
