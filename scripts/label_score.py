@@ -4,6 +4,7 @@
 Usage:
     castfind scan .corpus/sglang --json > scan.json      # exit 1 (findings) is expected
     python scripts/label_score.py scan.json labels/sglang-0.5.23/labels.csv
+    python scripts/label_score.py scan.json --errors labels/sglang-0.5.23/errors.csv
 
 Scan the *parent* of the ``sglang`` package (``.corpus/sglang``), so that finding paths start with ``sglang/``
 as the label paths do; ``--path-prefix`` prepends a prefix to every finding path otherwise.
@@ -39,6 +40,20 @@ Figures, over the labelled population only (a finding on an unlabelled line coun
 * a **miss** is a whole-buffer-hot label not flagged; a **false alarm** is a flagged label of any other kind.
 
 A figure whose denominator is zero is ``None`` (printed ``n/a``).
+
+``--errors FILE`` scores the other way round: every ``error`` finding of the scan against ``errors.csv``
+(columns ``path,line,column,function,expr,label,why``), where each row is one error finding of a scan, read and
+classed ``TP`` or ``FP-small`` / ``FP-noop`` / ``FP-once`` / ``FP-cold`` / ``FP-guess``
+(labels/sglang-0.5.23/README.md says what each means):
+
+6. An error finding is that row's when path, line and column are equal; when several rows sit there (chained
+   casts), the row whose ``expr`` equals the finding's (rule 2's comparison). Several error findings of one cast
+   (two rules) count once.
+7. Precision at error = labelled casts classed ``TP`` / labelled casts flagged at error, rows whose ``why``
+   starts with ``unsure:`` left out; the table counts each class.
+8. An error finding with no row is **unlabelled**: the figure is not computed over it, and the corpus test fails
+   until a person labels it by reading the code. A row with no error finding in the scan is **not flagged now**
+   (castfind changed); it stays in the file, which is the ground truth for the scan it was made from.
 """
 
 from __future__ import annotations
@@ -54,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 HOT = "whole-buffer-hot"
+ERROR_CLASSES = ("TP", "FP-small", "FP-noop", "FP-once", "FP-cold", "FP-guess")  # errors.csv's ``label`` column
 FLAG_SEVERITY = "error"
 SMALL_VERDICT = "tiny"  # castfind's cost verdict for a buffer small by construction (analysis/cost.py)
 EXPR_CUT = 160  # labels.csv keeps the first 160 characters of a cast's (one-line) text
@@ -241,27 +257,139 @@ def score(labels: Sequence[Label], findings: Iterable[Finding]) -> Score:
                  unsure=[lab for lab in labels if lab.unsure])
 
 
+@dataclass(frozen=True)
+class ErrorLabel:
+    """One row of ``errors.csv``: an error finding of a scan, read and classed (``ERROR_CLASSES``)."""
+
+    path: str
+    line: int
+    column: int
+    function: str
+    expr: str
+    label: str
+    why: str
+
+    @property
+    def unsure(self) -> bool:
+        return self.why.strip().lower().startswith("unsure")
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+@dataclass
+class ErrorScore:
+    """Precision at severity ``error`` over the error findings of one scan, by the rows of ``errors.csv``."""
+
+    labelled: list[tuple[ErrorLabel, tuple[Finding, ...]]] = field(default_factory=list)  # one per flagged row
+    unlabelled: list[Finding] = field(default_factory=list)  # error findings no row names
+    not_flagged: list[ErrorLabel] = field(default_factory=list)  # rows with no error finding in this scan
+
+    @property
+    def scored(self) -> list[ErrorLabel]:
+        return [lab for lab, _ in self.labelled if not lab.unsure]
+
+    @property
+    def unsure(self) -> list[ErrorLabel]:
+        return [lab for lab, _ in self.labelled if lab.unsure]
+
+    @property
+    def true_positives(self) -> list[ErrorLabel]:
+        return [lab for lab in self.scored if lab.label == "TP"]
+
+    @property
+    def precision(self) -> float | None:
+        return len(self.true_positives) / len(self.scored) if self.scored else None
+
+    def table(self) -> str:
+        """Counts per class, the figure, then every false or unsure row with its why, and what has no row."""
+        fig = "n/a" if self.precision is None else f"{self.precision:.3f}"
+        lines = [f"error findings labelled {len(self.labelled)}; unsure excluded {len(self.unsure)}; "
+                 f"unlabelled {len(self.unlabelled)}",
+                 f"precision at error {fig}  ({len(self.true_positives)}/{len(self.scored)})",
+                 "class      scored  unsure"]
+        for cls in ERROR_CLASSES:
+            n = sum(lab.label == cls for lab in self.scored)
+            u = sum(lab.label == cls for lab in self.unsure)
+            lines.append(f"{cls:<10} {n:>6}  {u:>6}")
+        lines.append("false positives and unsure rows:")
+        lines += [f"  {lab.where}  {lab.label}  {lab.expr}  why: {lab.why}"
+                  for lab, _ in self.labelled if lab.label != "TP" or lab.unsure]
+        lines.append(f"error findings with no label ({len(self.unlabelled)}; label it by reading the code):")
+        lines += [f"  {f['path']}:{f['line']}:{f['column']}  {f.get('rule')}  {f.get('expr', '')}"
+                  for f in self.unlabelled]
+        lines.append(f"labelled, not flagged at error by this scan ({len(self.not_flagged)}):")
+        lines += [f"  {lab.where}  {lab.label}  {lab.expr}" for lab in self.not_flagged]
+        return "\n".join(lines)
+
+
+def read_error_labels(path: str | Path) -> list[ErrorLabel]:
+    """The rows of ``errors.csv``; a row whose ``label`` is not one of ``ERROR_CLASSES`` is a ValueError."""
+    out = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for n, r in enumerate(csv.DictReader(fh), start=2):
+            lab = ErrorLabel(r["path"], int(r["line"]), int(r["column"]), r["function"], r["expr"], r["label"],
+                             r["why"])
+            if lab.label not in ERROR_CLASSES:
+                raise ValueError(f"{path}:{n}: label {lab.label!r} is not one of {', '.join(ERROR_CLASSES)}")
+            out.append(lab)
+    return out
+
+
+def score_errors(labels: Sequence[ErrorLabel], findings: Iterable[Finding]) -> ErrorScore:
+    """Give each ``error`` finding its row of ``errors.csv`` (rule 6) and return the figure (rules 7 and 8)."""
+    at: dict[tuple[str, int, int], list[ErrorLabel]] = defaultdict(list)
+    for lab in labels:
+        at[(lab.path, lab.line, lab.column)].append(lab)
+    mine: dict[ErrorLabel, list[Finding]] = defaultdict(list)
+    result = ErrorScore()
+    for f in findings:
+        if f.get("severity") != FLAG_SEVERITY:
+            continue
+        here = at.get((str(f["path"]), f["line"], f["column"]), [])
+        if len(here) > 1:
+            here = [lab for lab in here if _same_expr(str(f.get("expr", "")), lab.expr)]
+        if len(here) == 1:
+            mine[here[0]].append(f)
+        else:
+            result.unlabelled.append(f)
+    result.labelled = [(lab, tuple(mine[lab])) for lab in labels if lab in mine]
+    result.not_flagged = [lab for lab in labels if lab not in mine]
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scan_json", help="output of `castfind scan ROOT --json`")
-    ap.add_argument("labels_csv", help="labels.csv (path,line,column,function,expr,population,label,why)")
+    ap.add_argument("labels_csv", nargs="?",
+                    help="labels.csv (path,line,column,function,expr,population,label,why)")
+    ap.add_argument("--errors", metavar="FILE",
+                    help="errors.csv (path,line,column,function,expr,label,why): precision of the error findings")
     ap.add_argument("--path-prefix", default="", help="prepend this to every finding path (e.g. 'sglang/')")
     args = ap.parse_args(argv)
+    if not args.labels_csv and not args.errors:
+        ap.error("give labels.csv, --errors errors.csv, or both")
     try:
-        labels = read_labels(args.labels_csv)
+        labels = read_labels(args.labels_csv) if args.labels_csv else []
+        error_labels = read_error_labels(args.errors) if args.errors else []
         findings = read_findings(args.scan_json)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"label_score: cannot read input: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     if args.path_prefix:
         findings = [dict(f, path=args.path_prefix + str(f["path"])) for f in findings]
-    label_paths = {lab.path for lab in labels}
+    label_paths = {lab.path for lab in labels} | {lab.path for lab in error_labels}
     if findings and not any(f["path"] in label_paths for f in findings):
         print("label_score: no finding is in a labelled file; scan the parent of the package the labels "
               "name, or pass --path-prefix", file=sys.stderr)
-    print(score(labels, findings).table())
+    tables = []
+    if args.labels_csv:
+        tables.append(score(labels, findings).table())
+    if args.errors:
+        tables.append(score_errors(error_labels, findings).table())
+    print("\n\n".join(tables))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

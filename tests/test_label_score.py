@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from scripts.label_score import Label, main, match_labels, read_labels, score
+from scripts.label_score import Label, main, match_labels, read_error_labels, read_labels, score, score_errors
 from tests.support import REPO
 
 A = "pkg/a.py"
@@ -156,3 +156,71 @@ def test_a_hot_label_lowered_only_for_its_size_is_found_but_not_flagged(labels):
     table = s.table()
     assert "recall    0.500  (2/4)  at error alone 0.250 (1/4)" in table
     assert "pkg/a.py:10:13" in table.split("misses")[0] and "one free factor" in table
+
+
+ERRORS_CSV = """\
+path,line,column,function,expr,label,why
+pkg/a.py,10,13,B.forward,"pool.get(i).to(q.dtype)",TP,"the whole pool, every decode step"
+pkg/a.py,20,9,B.forward,w.float(),FP-small,"a [c, 4] conv weight"
+pkg/a.py,30,9,B.forward,x.float(),FP-noop,x is allocated float32
+pkg/a.py,30,9,B.forward,x.float().to(dt),TP,the outer cast of the chain is a real one
+pkg/a.py,40,5,B.forward,y.float(),FP-cold,"unsure: the fallback may be taken on some GPUs"
+pkg/a.py,50,5,B.load,p.copy_(w),FP-once,post-load hook
+"""
+
+
+@pytest.fixture()
+def error_labels(tmp_path):
+    p = tmp_path / "errors.csv"
+    p.write_text(ERRORS_CSV, encoding="utf-8")
+    return read_error_labels(p)
+
+
+def test_error_precision_counts_each_flagged_row_once_and_leaves_unsure_out(error_labels):
+    fs = [
+        finding(10, 13, expr="pool.get(i).to(q.dtype)"),
+        finding(10, 13, expr="pool.get(i).to(q.dtype)", rule="CF102"),  # a second rule on the same cast
+        finding(20, 9),                                     # FP-small
+        finding(30, 9, expr="x.float()"),                   # FP-noop: the chain's inner cast, told by its text
+        finding(30, 9, expr="x.float().to(dt)"),            # TP
+        finding(40, 5),                                     # unsure: out of the figure
+        finding(50, 5, severity="warning"),                 # not an error: not scored, row not flagged now
+    ]
+    s = score_errors(error_labels, fs)
+    assert [lab.line for lab in s.true_positives] == [10, 30]
+    assert [lab.label for lab in s.scored] == ["TP", "FP-small", "FP-noop", "TP"]
+    assert [lab.line for lab in s.unsure] == [40] and [lab.line for lab in s.not_flagged] == [50]
+    assert s.unlabelled == [] and s.precision == pytest.approx(2 / 4)
+    table = s.table()
+    assert "precision at error 0.500  (2/4)" in table
+    assert "FP-small        1       0" in table and "FP-cold         0       1" in table
+    assert "a [c, 4] conv weight" in table and "the whole pool" not in table
+
+
+def test_an_error_finding_with_no_row_is_unlabelled(error_labels):
+    fs = [finding(10, 13), finding(11, 13), finding(10, 14), finding(10, 13, path="pkg/b.py"),
+          finding(30, 9, expr="z.half()")]  # two rows at 30:9, the text names neither
+    s = score_errors(error_labels, fs)
+    assert [(f["path"], f["line"], f["column"]) for f in s.unlabelled] == [
+        (A, 11, 13), (A, 10, 14), ("pkg/b.py", 10, 13), (A, 30, 9)]
+    assert s.precision == 1.0
+    assert "label it by reading the code" in s.table() and "pkg/b.py:10:13" in s.table()
+
+
+def test_an_unknown_error_class_names_the_file_and_row(tmp_path):
+    p = tmp_path / "errors.csv"
+    p.write_text(ERRORS_CSV.replace("FP-once", "FP-maybe"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"errors\.csv:7: label 'FP-maybe' is not one of TP, FP-small"):
+        read_error_labels(p)
+
+
+def test_script_scores_error_findings_with_errors_flag(tmp_path, capsys):
+    (tmp_path / "errors.csv").write_text(ERRORS_CSV, encoding="utf-8")
+    (tmp_path / "scan.json").write_text(json.dumps({"findings": [finding(10, 13), finding(20, 9)]}))
+    assert main([str(tmp_path / "scan.json"), "--errors", str(tmp_path / "errors.csv")]) == 0
+    assert "precision at error 0.500  (1/2)" in capsys.readouterr().out
+    (tmp_path / "bad.csv").write_text(ERRORS_CSV.replace("TP,", "tp,", 1), encoding="utf-8")
+    assert main([str(tmp_path / "scan.json"), "--errors", str(tmp_path / "bad.csv")]) == 2
+    assert "label 'tp' is not one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "scan.json")])
