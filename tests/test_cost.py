@@ -466,6 +466,8 @@ def test_bound_values_that_make_a_small_buffer_large_keep_the_error(tmp_path: Pa
     (["size + page_size", "1", "kv_lora_rank + qk_rope_head_dim"], False), (["size", "1", "576"], False),
     (["size * head_num * head_dim"], False), (["vocab", "hidden"], False), (["layer_num", "size"], False),
     (["n_experts", "2 * inter", "hidden"], False), (["get_size()"], False), (["max(a, b) // 2"], True),
+    (["hc_mult", "dim"], True), (["config.hc_mult", "config.hidden_size"], True),
+    (["hidden * ffn_dim_multiplier", "hidden"], False), (["multimodal_dim", "hidden"], False),
 ])
 def test_small_by_construction_rule(shape: list[str], small: bool) -> None:
     assert (small_by_construction(shape, load_rules().cost) is not None) is small

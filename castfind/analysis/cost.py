@@ -44,7 +44,7 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
      (:func:`small_by_construction`: at most one free dimension factor, literal dimensions multiplying to at
      most ``cost.tiny.max_literal``; the declared shape, with a per-layer list's count as a factor), unless
      the bound names make it move ``cost.tiny.max_bytes`` or more per step. The thresholds and the
-     dimension names that are small by what they count (``*kernel*`` taps) are data in the
+     dimension names that are small by what they count (``*kernel*`` taps, ``*_mult`` copies) are data in the
      rules' ``cost.tiny``, not code.
 
    A finding whose allocation is not found has no cost and keeps its severity: nothing is downgraded
