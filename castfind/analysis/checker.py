@@ -15,6 +15,7 @@ casts (``castfind scan --stops``).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -455,7 +456,7 @@ class Checker:
         calls of each edge of the hot path ``path`` (:meth:`CallGraph.edge_guards`), then those around the
         cast in its own function. A path that crosses a file outside the index adds nothing for that edge."""
         out: list[Condition] = []
-        for caller, callee in zip(path, path[1:]):
+        for caller, callee in itertools.pairwise(path):
             sf = self.graph.r.modules.file(caller[0])
             if sf is None:
                 continue
