@@ -36,6 +36,8 @@ EXPECTED = {
          {"test": "layer.layer_id == 0", "negated": True, "path": BACKENDS, "line": 32}],
     # Called on both arms of `if layer.first:`: that test decides nothing, only the mode does.
     40: [MODE],
+    # A parameter's cast, hot through the caller that hands it the whole buffer: that call's if.
+    54: [{"test": "settings.WIDE", "negated": False, "path": BACKENDS, "line": 48}],
 }
 
 
@@ -51,6 +53,7 @@ def test_every_finding_carries_its_exact_conditions(scanned: api.ScanRun) -> Non
     hot = {f.line: f.hot_path for f in scanned.report.findings}
     assert hot[20] == ("condpkg.engine.Engine.forward_decode", "condpkg.engine.Engine._dispatch",
                        "condpkg.backends.AccelBackend.decode")
+    assert hot[54] == ("condpkg.backends.WideBackend.forward_decode", "condpkg.backends.WideBackend._widen")
     assert hot[40] == ("condpkg.engine.Engine.forward_decode", "condpkg.backends.PortableBackend.decode_either")
 
 
