@@ -268,15 +268,15 @@ class CallGraph:
         path = self.memo.step(("hot", node), lambda: self._search(node))
         return tuple(path) if path is not None else None
 
-    def edge_guards(self, caller: Node, node: Node) -> tuple[Guard, ...]:
+    def edge_guards(self, caller: Node, node: Node) -> tuple[str, tuple[Guard, ...]]:
         """The ifs around the calls in ``caller`` that may reach ``node``: those common to every such call
         (outermost first), so they hold however ``caller`` reaches it (``if a: f()`` and ``else: f()`` share
-        none)."""
+        none); with the root-relative path of ``caller``'s file ("" and none when it is not indexed)."""
+        sf = self.r.modules.file(caller[0])
         sites = self.sites(caller, node)
-        if not sites:
-            return ()
-        common = [g for g in sites[0].guards if all(g in cs.guards for cs in sites[1:])]
-        return tuple(common)
+        if sf is None or not sites:
+            return "", ()
+        return sf.path, tuple(g for g in sites[0].guards if all(g in cs.guards for cs in sites[1:]))
 
     def _search(self, start: Node) -> tuple[Node, ...] | None:
         if self.rules.is_entry(start[1]):

@@ -457,10 +457,8 @@ class Checker:
         cast in its own function. A path that crosses a file outside the index adds nothing for that edge."""
         out: list[Condition] = []
         for caller, callee in itertools.pairwise(path):
-            sf = self.graph.r.modules.file(caller[0])
-            if sf is None:
-                continue
-            out += (Condition(g.test, g.negated, sf.path, g.line) for g in self.graph.edge_guards(caller, callee))
+            where, guards = self.graph.edge_guards(caller, callee)
+            out += (Condition(g.test, g.negated, where, g.line) for g in guards)
         out += (Condition(g.test, g.negated, facts.path, g.line) for g in cast.guards)
         return tuple(out)
 
