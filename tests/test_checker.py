@@ -29,15 +29,19 @@ RULES = load_rules()
 
 
 class FakeGraph:
-    """``hot_path`` from a table of function qualnames; everything else is cold."""
+    """``hot_nodes`` from a table of function qualnames; everything else is cold; no call is under an if."""
 
     def __init__(self, hot: dict[str, tuple[str, ...]] | None = None) -> None:
         self.hot = hot or {}
         self.asked: list[tuple[str, str]] = []
 
-    def hot_path(self, node: tuple[str, str]) -> tuple[str, ...] | None:
+    def hot_nodes(self, node: tuple[str, str]) -> tuple[tuple[str, str], ...] | None:
         self.asked.append(node)
-        return self.hot.get(node[1])
+        path = self.hot.get(node[1])
+        return None if path is None else tuple((name, "") for name in path)  # label() gives the name back
+
+    def edge_guards(self, caller: tuple[str, str], node: tuple[str, str]) -> tuple[str, tuple[()]]:
+        return "", ()
 
 
 def facts_of(src: str) -> FileFacts:

@@ -12,7 +12,7 @@ import pytest
 
 from castfind import __version__
 from castfind.analysis.findings import BaselineEntry, fingerprint
-from castfind.core.types import Diagnostic, Finding, Runtime
+from castfind.core.types import Condition, Diagnostic, Finding, Runtime
 from castfind.report import ScanReport, SourceCache, sarif, text
 from castfind.report import json as json_report
 
@@ -30,6 +30,9 @@ ERROR = Finding(
     provenance=("self.token_to_kv_pool.get_key_buffer(layer.layer_id)", "k_buffer"),
     fix="Read the cache in its stored dtype in the kernel, or cast only the gathered rows.",
     runtime=RUNTIME, module="sglang.srt.layers.attention.triton_backend",
+    conditions=(Condition("_is_hip", True, "python/sglang/srt/model_executor/model_runner.py", 40),
+                Condition('self.attention_backend == "triton"', False,
+                          "python/sglang/srt/layers/attention/triton_backend.py", 118)),
 )
 WARNING = Finding(
     rule="CF201", name="whole-weight-cast", severity="warning", root="/root/sglang",
@@ -73,6 +76,8 @@ def test_text_exact_output() -> None:
         "python/sglang/srt/layers/attention/triton_backend.py:120:13: CF101 error " + ERROR.message,
         "    k = k_buffer.to(q.dtype)",
         "    hot path: ModelRunner.forward_decode → RadixAttention.forward → TritonAttnBackend.forward_decode",
+        "    only when: not (_is_hip) (python/sglang/srt/model_executor/model_runner.py:40) and "
+        'self.attention_backend == "triton" (python/sglang/srt/layers/attention/triton_backend.py:118)',
         "    provenance: self.token_to_kv_pool.get_key_buffer(layer.layer_id) → k_buffer",
         "    runtime: 78 calls × 34.0 MiB = 2.6 GiB, float8_e4m3fn→bfloat16 [61, 1, 576]",
         "    fix: Read the cache in its stored dtype in the kernel, or cast only the gathered rows.",
@@ -159,6 +164,9 @@ def test_json_exact_keys_and_round_trip() -> None:
     assert doc["diagnostics"] == [d.to_dict() for d in DIAGS]
     assert doc["stats"] == {"files": 120}
     assert doc["findings"][0]["runtime"]["bytes_total"] == 78 * 34 * MiB
+    assert doc["findings"][0]["conditions"][0] == {
+        "test": "_is_hip", "negated": True, "path": "python/sglang/srt/model_executor/model_runner.py", "line": 40}
+    assert doc["findings"][1]["conditions"] == []
 
 
 def test_json_puts_fixed_entries_in_stats() -> None:
@@ -210,6 +218,11 @@ def test_sarif_results() -> None:
     assert second["locations"][0]["physicalLocation"]["region"] == {"startLine": 7, "startColumn": 5, "endLine": 8}
     assert first["partialFingerprints"] == {"castfind/v1": f"{fingerprint(ERROR)}:1"}
     assert first["properties"]["runtime"] == RUNTIME.to_dict()
+    assert first["properties"]["conditions"] == [
+        {"test": "_is_hip", "negated": True, "path": "python/sglang/srt/model_executor/model_runner.py", "line": 40},
+        {"test": 'self.attention_backend == "triton"', "negated": False,
+         "path": "python/sglang/srt/layers/attention/triton_backend.py", "line": 118}]
+    assert "conditions" not in second["properties"]
     assert run["originalUriBaseIds"] == {"SRCROOT": {"uri": "file:///root/sglang/"}}
 
 

@@ -39,7 +39,7 @@ from castfind.analysis.receivers import Receivers, receiver_of
 from castfind.analysis.resolve import Resolver
 from castfind.core.rules import RuleSet
 from castfind.core.scope import in_scope
-from castfind.read.facts import CallSite, from_dotted
+from castfind.read.facts import CallSite, Guard, from_dotted
 from castfind.store.discover import SourceFile
 from castfind.store.index import Index
 from castfind.store.textquery import TextQueries, def_lines
@@ -260,8 +260,23 @@ class CallGraph:
 
     def hot_path(self, node: Node) -> tuple[str, ...] | None:
         """``(entry, ..., function)`` when ``node`` is reachable from an entry point, else None."""
-        path = self.memo.step(("hot", node), lambda: self._search(node))
+        path = self.hot_nodes(node)
         return tuple(label(n) for n in path) if path is not None else None
+
+    def hot_nodes(self, node: Node) -> tuple[Node, ...] | None:
+        """The functions of :meth:`hot_path`, as nodes."""
+        path = self.memo.step(("hot", node), lambda: self._search(node))
+        return tuple(path) if path is not None else None
+
+    def edge_guards(self, caller: Node, node: Node) -> tuple[str, tuple[Guard, ...]]:
+        """The ifs around the calls in ``caller`` that may reach ``node``: those common to every such call
+        (outermost first), so they hold however ``caller`` reaches it (``if a: f()`` and ``else: f()`` share
+        none); with the root-relative path of ``caller``'s file ("" and none when it is not indexed)."""
+        sf = self.r.modules.file(caller[0])
+        sites = self.sites(caller, node)
+        if sf is None or not sites:
+            return "", ()
+        return sf.path, tuple(g for g in sites[0].guards if all(g in cs.guards for cs in sites[1:]))
 
     def _search(self, start: Node) -> tuple[Node, ...] | None:
         if self.rules.is_entry(start[1]):

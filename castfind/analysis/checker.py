@@ -15,6 +15,7 @@ casts (``castfind scan --stops``).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -33,7 +34,7 @@ from castfind.analysis.provenance import (
     once_function,
 )
 from castfind.core.rules import Rule, RuleSet, identifier_tokens
-from castfind.core.types import Finding
+from castfind.core.types import Condition, Finding
 from castfind.read.facts import Cast, Const, Expr, FileFacts, Other, dotted, render
 
 
@@ -296,20 +297,20 @@ class Checker:
                                                         outer.names, outer.classes)
                 yield leaf, got, (*between, node)
 
-    def _reach(self, node: Node, param: str) -> tuple[tuple[str, ...], Origin] | None:
+    def _reach(self, node: Node, param: str) -> tuple[tuple[Node, ...], Origin] | None:
         """A hot path into ``node`` through a caller that hands ``param`` a whole buffer and runs per step
         (:meth:`_leaves`, the first reached from an entry point whose buffer the kind does not exclude),
         and the buffer it hands (hops from that call on), or None."""
         for leaf, via, between in self._leaves(node, param):
             if via is None or self.rules.buffers[via.kind].excluded(via.names, via.classes):
                 continue
-            hot = self.graph.hot_path(leaf)
+            hot = self.graph.hot_nodes(leaf)
             if hot:
-                return (*hot, *(label(n) for n in between)), via
+                return (*hot, *between), via
         return None
 
     def _hot(self, facts: FileFacts, cast: Cast, origin: Origin,
-             passing: tuple[Node, str] | None) -> tuple[tuple[str, ...] | None, Origin, Stop | None]:
+             passing: tuple[Node, str] | None) -> tuple[tuple[Node, ...] | None, Origin, Stop | None]:
         """The hot path, the origin it goes with, and the stop when there is none.
 
         A buffer read in the cast's function is hot when the function is. One that comes in through a
@@ -318,7 +319,7 @@ class Checker:
         call gives (its buffer kind decides the rules).
         """
         if passing is None:
-            hot = self.graph.hot_path((facts.module, cast.scope)) if cast.scope else None
+            hot = self.graph.hot_nodes((facts.module, cast.scope)) if cast.scope else None
             where = f"{facts.module}.{cast.scope}" if cast.scope else f"module level of {facts.module}"
             return hot, origin, None if hot else Stop("cold", f"no entry point reaches {where}")
         node, param = passing
@@ -383,12 +384,14 @@ class Checker:
         why.append(f"runs once: {once_why}" if once_why else
                    "runs on every call (no once function, memo decorator, memo guard or store back)")
         hot: tuple[str, ...] | None = None
+        nodes: tuple[Node, ...] | None = None
         cold: Stop | None = None
         hot_known = False
 
         def settle() -> None:
-            nonlocal hot, cold, hot_known, origin
-            hot, through, cold = self._hot(facts, cast, origin, passing)
+            nonlocal hot, nodes, cold, hot_known, origin
+            nodes, through, cold = self._hot(facts, cast, origin, passing)
+            hot = tuple(label(n) for n in nodes) if nodes else None
             hot_known = True
             if through.hops != origin.hops:
                 assert origin.entry is not None
@@ -403,6 +406,7 @@ class Checker:
             settle()  # the caller that runs it decides the buffer, so its kind decides the rules
         matched: list[Rule] = []
         win_hot: tuple[str, ...] | None = None  # as known when the first rule matched: the finding's hot path
+        win_nodes: tuple[Node, ...] | None = None
         for rule in self._applicable(cast, origin, once):
             if rule.hot is not None:
                 if not hot_known:
@@ -410,7 +414,7 @@ class Checker:
                 if rule.hot != (hot is not None):
                     continue
             if not matched:
-                win_hot = hot
+                win_hot, win_nodes = hot, nodes
             matched.append(rule)
             if not explain:
                 break
@@ -423,10 +427,10 @@ class Checker:
         if len(matched) > 1:
             why.append(f"{rule.id} ({rule.source}:{rule.line}) takes the line, the first matching rule in file order; "
                        "it shadows " + ", ".join(f"{r.id} {r.name} ({r.source}:{r.line})" for r in matched[1:]))
-        return self._finding(facts, root, cast, origin, dtype, rule, win_hot or ()), verdict
+        return self._finding(facts, root, cast, origin, dtype, rule, win_hot or (), win_nodes or ()), verdict
 
     def _finding(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str,
-                 rule: Rule, hot: tuple[str, ...]) -> Finding:
+                 rule: Rule, hot: tuple[str, ...], nodes: tuple[Node, ...] = ()) -> Finding:
         fields = {"expr": cast.text, "buffer": origin.kind, "buffer_path": origin.path, "dtype": dtype,
                   "function": cast.scope or "<module>"}
         try:
@@ -444,8 +448,19 @@ class Checker:
             rule=rule.id, name=rule.name, severity=rule.severity, root=root, path=facts.path,
             line=cast.line, end_line=cast.end_line, column=cast.column, function=cast.scope,
             expr=cast.text, message=message, hot_path=hot, provenance=origin.hops, fix=rule.fix,
-            module=facts.module, score=score,
+            module=facts.module, score=score, conditions=self.conditions(facts, cast, nodes),
         )
+
+    def conditions(self, facts: FileFacts, cast: Cast, path: tuple[Node, ...]) -> tuple[Condition, ...]:
+        """The branch tests between the entry point and the cast, outermost first: the ifs common to the
+        calls of each edge of the hot path ``path`` (:meth:`CallGraph.edge_guards`), then those around the
+        cast in its own function. A path that crosses a file outside the index adds nothing for that edge."""
+        out: list[Condition] = []
+        for caller, callee in itertools.pairwise(path):
+            where, guards = self.graph.edge_guards(caller, callee)
+            out += (Condition(g.test, g.negated, where, g.line) for g in guards)
+        out += (Condition(g.test, g.negated, facts.path, g.line) for g in cast.guards)
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

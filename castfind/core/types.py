@@ -140,6 +140,27 @@ class Cost:
 
 
 @dataclass(frozen=True, slots=True)
+class Condition:
+    """One branch test on the way from the entry point to a cast, as written in the code: the cast runs
+    only when it holds (``negated``: when it does not — an ``else`` branch, or the rest of a function after
+    an early ``if x: return``). ``path`` (relative to its root) and ``line`` are where the ``if`` is:
+    around a call on the hot path, or around the cast in its own function."""
+
+    test: str
+    negated: bool
+    path: str
+    line: int
+
+    @property
+    def text(self) -> str:
+        """The test as it must hold: ``is_hip()``, ``not (self.use_mla)``."""
+        return f"not ({self.test})" if self.negated else self.test
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.test, "negated": self.negated, "path": self.path, "line": self.line}
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One flagged cast: where it is, which rule, why, and (with a trace) what it costs."""
 
@@ -161,6 +182,9 @@ class Finding:
     module: str = ""  # dotted module name, used to match runtime traces and fingerprints
     score: float = 0.0  # static badness (buffer kind, loop depth, decode path): ranks within a severity
     cost: Cost | None = None  # read from the allocation of its buffer (castfind.analysis.cost), after the engine
+    #: The branch tests between the entry point and the cast, outermost first: those around each call on
+    #: the hot path, then those around the cast in its function (:class:`Condition`).
+    conditions: tuple[Condition, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +204,7 @@ class Finding:
             "fix": self.fix,
             "runtime": self.runtime.to_dict() if self.runtime else None,
             "cost": self.cost.to_dict() if self.cost else None,
+            "conditions": [c.to_dict() for c in self.conditions],
         }
 
     def __str__(self) -> str:

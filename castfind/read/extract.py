@@ -195,11 +195,12 @@ _Mark = tuple[int, "_Guard | None", "list[str] | None", "tuple[str, str] | None"
 class _Guard:
     """An enclosing ``if`` while it is walked (or the rest of a block after an early ``return``)."""
 
-    __slots__ = ("node", "negated", "active", "when_true", "when_false", "early", "stored")
+    __slots__ = ("node", "negated", "active", "when_true", "when_false", "early", "stored", "line")
 
     def __init__(self, node: Any, when_true: tuple[str, ...] = (), when_false: tuple[str, ...] = (),
-                 early: bool = False) -> None:
+                 early: bool = False, line: int = 0) -> None:
         self.node = node  # None: a def's barrier
+        self.line = line  # the line of the ``if``
         self.negated = early  # in the else branch (an early return guards what follows as its else)
         self.active = node is None or early  # an if's test is not guarded by the if itself
         self.when_true = when_true  # locations known unset when the test is true
@@ -247,6 +248,9 @@ class _Walker(TokenWalker):
         self.cast_stores: list[list[str]] = []  # per cast: the locations its result is stored to
         #: per call under a memo guard: its index and each such guard with the branch it runs in
         self.call_memo: list[tuple[int, list[tuple[_Guard, bool]]]] = []
+        #: The guard records of each state of the enclosing ifs, keyed by (if node, branch) of each: every
+        #: call and cast of one block shares one tuple (PERF: a file has tens of thousands of calls).
+        self.guard_records: dict[tuple[tuple[int, bool], ...], tuple[Guard, ...]] = {}
         self.cur_assign: cst.CSTNode | None = None
         self.pending_defs: dict[int, dict[str, Any]] = {}
         self.definitions: list[Definition] = []
@@ -606,7 +610,8 @@ class _Walker(TokenWalker):
     def _if_enter(self, node: cst.If) -> None:
         self._branch_ends(node)  # an ``elif``: we left the parent's body
         when_true, when_false = self._absent(node.test)
-        entry = _Guard(node, when_true, when_false)  # inactive while its own test runs
+        # The walk stands before the if's leading comment and blank lines: the ``if`` is after them.
+        entry = _Guard(node, when_true, when_false, line=self.line + len(node.leading_lines))
         self.guards.append(entry)
         self.marks[id(node.body)] = (0, entry, None, None)
         self.cond_depth += 1
@@ -616,12 +621,12 @@ class _Walker(TokenWalker):
         self._branch_ends(node)
 
     def _if_leave(self, node: cst.If) -> None:
-        while self.guards.pop().node is not node:
+        while (g := self.guards.pop()).node is not node:
             pass
         self.cond_depth -= 1
         if node.orelse is None and _returns(node.body):
             # `if self._w is not None: return self._w`: what follows runs only when the test was false.
-            self.guards.append(_Guard(node, *self._absent(node.test), early=True))
+            self.guards.append(_Guard(node, *self._absent(node.test), early=True, line=g.line))
 
     def _cond_enter(self, node: cst.CSTNode) -> None:
         self.cond_depth += 1
@@ -672,7 +677,8 @@ class _Walker(TokenWalker):
             call = to_expr(node)
             starred = any(a.star for a in node.args)
             assert isinstance(call, Call)
-            self.calls.append(CallSite(fname, line, scope, call.args, call.kwargs, starred))
+            self.calls.append(CallSite(fname, line, scope, call.args, call.kwargs, starred,
+                                       guards=self._guard_facts()))
             memo = [(g, g.negated) for g in self._guards_in_scope() if g.unset()]
             if memo:
                 self.call_memo.append((len(self.calls) - 1, memo))
@@ -708,11 +714,7 @@ class _Walker(TokenWalker):
     def _cast(self, node: cst.Call, func: cst.Attribute, line: int, column: int) -> None:
         call = to_expr(node)
         assert isinstance(call, Call)
-        guards = tuple(
-            Guard(_WS.sub(" ", self.module.code_for_node(g.node.test)).strip()[:160], g.negated,
-                  g.when_false if g.negated else g.when_true)
-            for g in self._guards_in_scope()
-        )
+        guards = self._guard_facts()
         stores: list[str] = []
         for k in self.storing[-1] if self.storing else ():
             if k.startswith("="):  # a local name: it keeps the result only if stored later
@@ -740,6 +742,18 @@ class _Walker(TokenWalker):
             stored = tuple(k for k in unset if any(k in g.stored[neg] for g, neg in memo))
             calls[i] = replace(calls[i], memo_unset=unset, memo_stored=stored)
         return tuple(calls)
+
+    def _guard_facts(self) -> tuple[Guard, ...]:
+        """The enclosing ifs of the node being walked, in its function, as :class:`Guard` records."""
+        active = self._guards_in_scope()
+        key = tuple((id(g.node), g.negated) for g in active)  # the nodes live as long as the walk
+        got = self.guard_records.get(key)
+        if got is None:
+            got = self.guard_records[key] = tuple(
+                Guard(_WS.sub(" ", self.module.code_for_node(g.node.test)).strip()[:160], g.negated,
+                      g.when_false if g.negated else g.when_true, g.line)
+                for g in active)
+        return got
 
     def _guards_in_scope(self) -> list[_Guard]:
         out: list[_Guard] = []

@@ -179,6 +179,9 @@ class CallSite:
     memo_unset: tuple[str, ...] = ()
     #: ... and those of them the same branch stores (``self._w = fold(conv)``): the call runs once per value.
     memo_stored: tuple[str, ...] = ()
+    #: The ``if``s around the call in its function, outermost first (as :attr:`Cast.guards`): the tests
+    #: that must hold for the call to run, which a finding whose hot path crosses this call carries.
+    guards: tuple[Guard, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +193,10 @@ class Return:
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """An enclosing ``if``: its test as text and whether the cast is in its ``else`` branch.
+    """An enclosing ``if``: its test as text and whether the cast (or call) is in its ``else`` branch.
+
+    An ``elif`` is an ``if`` in the ``else`` of the one before: a cast under ``elif b:`` has the guards
+    ``a`` (negated) and ``b``.
 
     ``absent``: the stored locations this branch knows to be unset — ``self._w`` under
     ``if self._w is None:`` or ``if not hasattr(self, "_w"):``, ``cache[key]`` under
@@ -202,6 +208,8 @@ class Guard:
     test: str
     negated: bool
     absent: tuple[str, ...] = ()
+    #: The line of the ``if`` (or ``elif``) whose test this is.
+    line: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ import re
 from castfind.core.names import shown
 from castfind.core.types import Finding
 from castfind.report import ReportContext, ScanReport, display_path
-from castfind.report.text import format_bytes, summary
+from castfind.report.text import format_bytes, format_conditions, summary
 
 __all__ = ["MERMAID_ENTITY", "code_span", "flowchart", "mermaid_label", "render", "render_report", "table_text"]
 
@@ -110,7 +110,10 @@ def render(report: ScanReport) -> str:
     errors = [f for f in report.findings if f.severity == "error"]
     for f in errors:
         where = code_span(f"{display_path(f.root, f.path)}:{f.line}")
-        out += [f"#### {f.rule} at {where}: hot path", "", "```mermaid", flowchart(f), "```", ""]
+        out += [f"#### {f.rule} at {where}: hot path", ""]
+        if f.conditions:
+            out += [f"Only when: {code_span(format_conditions(f.conditions))}", ""]
+        out += ["```mermaid", flowchart(f), "```", ""]
     if report.diagnostics:
         out += ["<details><summary>diagnostics</summary>", ""]
         out += [f"- {table_text(str(d))}" for d in report.diagnostics]

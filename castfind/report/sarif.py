@@ -123,6 +123,8 @@ def _result(f: Finding, index: int, fp: str, base_id: str) -> dict[str, Any]:
         properties["hotPath"] = list(f.hot_path)
     if f.provenance:
         properties["provenance"] = list(f.provenance)
+    if f.conditions:
+        properties["conditions"] = [c.to_dict() for c in f.conditions]
     if f.runtime is not None:
         properties["runtime"] = f.runtime.to_dict()
     if f.cost is not None:

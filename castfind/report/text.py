@@ -12,10 +12,10 @@ import re
 from collections.abc import Iterable
 
 from castfind.core.names import shown
-from castfind.core.types import Cost, CostCheck, Finding, Runtime
+from castfind.core.types import Condition, Cost, CostCheck, Finding, Runtime
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
 
-__all__ = ["format_bytes", "format_check", "format_cost",
+__all__ = ["format_bytes", "format_check", "format_conditions", "format_cost",
            "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary"]
 
 _RESET = "\033[0m"
@@ -88,6 +88,11 @@ def format_check(k: CostCheck) -> str:
     return f"agrees: {both}{given}"
 
 
+def format_conditions(conditions: Iterable[Condition]) -> str:
+    """``is_hip() (engine.py:7) and not (self.use_mla) (attn.py:20)``: the tests a finding's path needs."""
+    return " and ".join(f"{c.text} ({c.path}:{c.line})" for c in conditions)
+
+
 def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: bool = False) -> list[str]:
     """The lines of one finding's block, without a trailing blank line."""
     severity = _paint(f.severity, _BOLD + _SEVERITY_COLOUR.get(f.severity, ""), color)
@@ -102,6 +107,8 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
             lines.append(_INDENT + _paint(shown(src.strip()), _DIM, color))
     if f.hot_path:
         details.append(f"hot path: {' → '.join(f.hot_path)}")
+    if f.conditions:
+        details.append(f"only when: {format_conditions(f.conditions)}")
     if f.provenance:
         details.append(f"provenance: {' → '.join(f.provenance)}")
     if f.cost is not None:
