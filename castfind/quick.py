@@ -146,7 +146,7 @@ def _scan(parsed: SimpleNamespace) -> Printed | None:
     if run is None or any(d.kind == "cache" for d in run.report.diagnostics):
         return None
     reporter = registry.get("json" if parsed.json_out else registry.DEFAULT_FORMAT)
-    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line)
+    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, fail_on=run.fail_on)
     head, tail, code = scan_output(run)
     return head, reporter.render(run.report, ctx) + reporter.stdout_end, tail, code
 

@@ -42,6 +42,8 @@ class RuleInfo(Protocol):
     def message(self) -> str: ...
     @property
     def fix(self) -> str: ...
+    @property
+    def help_uri(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,7 @@ class RuleDescription:
     severity: str = "warning"
     message: str = ""
     fix: str = ""
+    help_uri: str | None = None
 
     @classmethod
     def from_mapping(cls, rule_id: str, meta: Mapping[str, Any]) -> RuleDescription:
@@ -78,6 +81,9 @@ class ReportContext:
     #: ``--statistics``: counts per rule and severity and the top files (text: instead of the
     #: findings, as ruff's ``--statistics``; JSON: ``stats["statistics"]``, next to the findings).
     statistics: bool = False
+    #: ``--fail-on``: findings at or above it fail the build; formats that tell failing from passing
+    #: (JUnit's failures, GitLab's severities) follow it, as the exit code does.
+    fail_on: str = "error"
 
 
 @dataclass(frozen=True, slots=True)

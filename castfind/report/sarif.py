@@ -61,7 +61,7 @@ def _rule(rule: RuleInfo) -> dict[str, Any]:
         "shortDescription": {"text": title},
         "fullDescription": {"text": full},
         "defaultConfiguration": {"level": _level(rule.severity)},
-        "helpUri": INFORMATION_URI,
+        "helpUri": rule.help_uri or INFORMATION_URI,
         "properties": {"tags": ["performance", "dtype"]},
     }
     help_text = fix or full
