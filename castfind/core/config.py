@@ -11,7 +11,7 @@ Keys (kebab-case, as in the rest of ``pyproject.toml``)::
     fail-on = "warning"                # error | warning | info
     baseline = "castfind-baseline.json"
     select = ["CF1"]                   # rule ids, id prefixes, kebab names or ALL (castfind.core.selection)
-    extend-select = ["CF900"]          # added to select
+    extend-select = ["CF103"]          # added to select
     ignore = ["CF104"]                 # taken away (the more specific selector wins)
     per-file-ignores = {"legacy/*" = ["CF102"], "test_*.py" = ["ALL"]}
 

@@ -60,9 +60,10 @@ class RuleDescription:
 
     @classmethod
     def from_mapping(cls, rule_id: str, meta: Mapping[str, Any]) -> RuleDescription:
-        """From ``{"name", "message", "fix", "severity"}``; a missing or empty key is tolerated."""
+        """From ``{"name", "message", "fix", "severity", "help_uri"}``; a missing or empty key is tolerated."""
         return cls(rule_id, str(meta.get("name", "") or ""), str(meta.get("severity", "warning")),
-                   str(meta.get("message", "") or ""), str(meta.get("fix", "") or ""))
+                   str(meta.get("message", "") or ""), str(meta.get("fix", "") or ""),
+                   str(meta.get("help_uri") or "") or None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,7 +196,7 @@ def _document(log: dict[str, Any]) -> str:
 
 def render(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The SARIF log as a JSON document ending with a newline, for callers holding rule metadata
-    as plain data: ``rules_meta`` maps a rule id to ``{"name", "message", "fix", "severity"}``
+    as plain data: ``rules_meta`` maps a rule id to ``{"name", "message", "fix", "severity", "help_uri"}``
     (the rule file's fields); missing keys are tolerated."""
     meta = rules_meta or {}
     return _document(to_dict(report, [RuleDescription.from_mapping(rule_id, m) for rule_id, m in meta.items()]))
