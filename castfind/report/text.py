@@ -116,16 +116,20 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
 
 
 def summary(report: ScanReport) -> str:
-    """``3 errors, 1 warning, 0 info in 120 files (2 diagnostics)`` plus what was hidden, and the
+    """``3 errors, 1 warning, 0 info in 2 of 120 files (2 diagnostics)`` (the files with a reported finding, of
+    those scanned) plus what was hidden, and the
     findings left out by the report scope: ``…, and 41 in tests/benchmarks, shown with --include-tests``."""
     counts = report.severity_counts()
     parts = [_plural(counts["error"], "error"), _plural(counts["warning"], "warning"), f"{counts['info']} info"]
     # Findings of a severity no rule should have still get counted, never dropped.
     parts += [f"{n} {sev}" for sev, n in counts.items() if sev not in ("error", "warning", "info")]
     text = ", ".join(parts)
+    # The files holding a reported finding, of those scanned (not the scanned count alone: that read as
+    # "the findings are spread over 3,000 files").
+    reported = len({(f.root, f.path) for f in report.findings})
     files = report.stats.get("files")
     if isinstance(files, int):
-        text += f" in {_plural(files, 'file')}"
+        text += f" in {reported} of {_plural(files, 'file')}"
     notes = []
     if report.diagnostics:
         notes.append(_plural(len(report.diagnostics), "diagnostic"))
