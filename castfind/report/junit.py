@@ -1,12 +1,12 @@
 """``--format junit``: JUnit XML, for CI systems that only read test reports.
 
-One ``<testsuite name="castfind">`` inside ``<testsuites>``; one ``<testcase>`` per finding. A finding
-at or above ``--fail-on`` (what makes the exit code 1) has a ``<failure>`` (``type`` = the rule id,
-``message`` = the finding's message, the text = where it is, its hot path, provenance and fix); one below
-it is a passing test case whose ``<system-out>`` holds the same text, so ``failures`` counts exactly the
-findings that fail the build. A scan without findings is an empty, passing suite. Diagnostics go
-to the suite's ``<system-err>``. The attributes are those of the JUnit schema CI systems validate against (Jenkins' ``junit-10.xsd``: ``testcase`` has ``name``,
-``classname`` and ``time``, nothing else), so tests/schemas/junit.xsd checks it.
+One ``<testsuite name="castfind">`` inside ``<testsuites>``; one ``<testcase>`` per finding. A finding at or
+above ``--fail-on`` (what makes the exit code 1) has a ``<failure>`` (``type`` = the rule id, ``message`` =
+the finding's message, the text = where it is, its hot path, provenance and fix); one below it is a passing
+test case whose ``<system-out>`` holds the same text, so ``failures`` counts exactly the findings that fail
+the build. A scan without findings is an empty, passing suite. Diagnostics go to the suite's
+``<system-err>``. The attributes are those of the JUnit schema CI systems validate against (Jenkins' ``junit-10.xsd``:
+``testcase`` has ``name``, ``classname`` and ``time``, nothing else), so tests/schemas/junit.xsd checks it.
 """
 
 from __future__ import annotations
