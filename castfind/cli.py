@@ -414,21 +414,18 @@ def _explain_spec(spec: str) -> tuple[str, int, int | None]:
 
 
 def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
-    """One account per cast on the line (only the one at COL when given); without a cast on the line,
-    those of the nearest line above (a cast spanning lines)."""
+    """One account per cast on the line (only the one at COL when given): a cast whose call spans the line
+    counts. A line with no cast is a usage error (exit 2), never the account of a cast on another line."""
     from castfind.core.names import shown
 
     path, line, col = at
     norm = path.replace("\\", "/")
-    hits = [k for k in run.explanations
-            if (norm.endswith(k[0]) or k[0].endswith(norm.lstrip("./"))) and k[1] <= line]
-    near = max((k[1] for k in hits), default=None)
-    best = sorted(k for k in hits if k[1] == (line if any(k[1] == line for k in hits) else near))
+    best = sorted(k for k, e in run.explanations.items()
+                  if (norm.endswith(k[0]) or k[0].endswith(norm.lstrip("./"))) and e.covers(line))
     where = f"{path}:{line}" + (f":{col}" if col is not None else "")
     if not best:
-        typer.echo(f"{where}: no cast-like call there that castfind examined "
-                   "(the file holds no cast and buffer name, or the line has no .to()/.float()/... call)")
-        return
+        _fail(f"{where}: no cast that castfind examined on this line — give the line of a .to()/.float()/copy_ "
+              "call (castfind examines the casts of files that name a buffer; --stops lists them)")
     if col is not None:
         at_col = [k for k in best if k[2] == col]
         if not at_col:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from castfind.analysis import findings as fnd
-from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set
+from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set, unreadable_set
 from castfind.analysis.cost import check as check_cost
 from castfind.core import sourcetext
 from castfind.core.config import Config, load_config, merge
@@ -570,8 +570,18 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
         _store_costs(scan_plan, got)
     table, unused = got
     out = [judged(f, table.get(cost_id(f))) for f in found]
+    bound = scan_plan.bindings
     diags = [Diagnostic("--set", 0, f"{n}: no cost formula of this scan reads {n}; check the name against the "
-                                   f"formulas the findings' cost lines show", "config") for n in unused]
+                                   f"formulas the findings' cost lines show", "config")
+             for n in unused if n in bound.explicit]
+    diags += [Diagnostic("--set", 0, why, "config") for n in bound.explicit
+              if n not in unused and (why := unreadable_set(bound, n)) is not None]
+    if bound.kv_tokens and all(n in unused for n in bound.kv_tokens):
+        names = ", ".join(bound.kv_tokens)
+        diags.append(Diagnostic("--kv-tokens", 0, f"binds {names}, which no cost formula of this scan reads (no "
+                                f"reported finding's buffer is sized by it), so it changes no cost — bind the name "
+                                f"the buffers are sized by with --set NAME=N (their cost lines list it as unbound)",
+                                "config"))
     return out, diags
 
 
