@@ -251,6 +251,12 @@ def scan(o: Any) -> None:
     if o.fail_on is not None and o.fail_on not in ("error", "warning", "info"):
         _fail(f"--fail-on {o.fail_on}: expected error, warning or info")
     n_jobs = _jobs(o.jobs)
+    from castfind.report.text import wants_color
+
+    try:
+        color = wants_color(o.color, sys.stdout, os.environ)
+    except ValueError as e:
+        _fail(str(e))
     if o.json_out and o.output_format not in (None, "json"):
         _fail(f"--json --format {o.output_format}: --json is --format json — give one of them")
     if o.stops and o.explain:
@@ -321,7 +327,7 @@ def scan(o: Any) -> None:
         else:
             _print_stops(run.stops)
         raise typer.Exit(0)
-    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=o.color, statistics=o.statistics,
+    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=color, statistics=o.statistics,
                         fail_on=run.fail_on)
     for name, path in outputs:
         extra_reporter = registry.get(name)

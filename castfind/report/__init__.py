@@ -72,7 +72,7 @@ class ReportContext:
 
     ``rules`` are every rule the scan ran with (CF900 included), so a format that lists rules
     (SARIF) knows those that found nothing. ``source_line`` shows the flagged line (``None``:
-    not shown). ``color``: ANSI colour, decided by the caller (tty, ``NO_COLOR``).
+    not shown). ``color``: ANSI colour, decided by the caller (``text.wants_color``: ``--color``, ``NO_COLOR``, ``FORCE_COLOR``, a tty).
     ``statistics``: formats that can add :meth:`ScanReport.statistics` do.
     """
 
