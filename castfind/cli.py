@@ -339,7 +339,8 @@ def scan(o: Any) -> None:
     if o.output is not None:
         _write(o.output, reporter.render(report, ctx), "--output")
     elif o.sarif != "-" and not run.wrote_baseline:  # else SARIF is the document on stdout; a baseline: one line
-        typer.echo(reporter.render(report, ctx) + reporter.stdout_end, nl=False)
+        # click strips ANSI codes from what goes to a pipe unless told: --color always means colour there too.
+        typer.echo(reporter.render(report, ctx) + reporter.stdout_end, nl=False, color=True if color else None)
     for line in tail:
         typer.echo(line, err=True)
     raise typer.Exit(0 if o.exit_zero and code == 1 else code)
