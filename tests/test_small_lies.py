@@ -122,3 +122,18 @@ def test_an_output_into_a_missing_folder_is_one_line_and_creates_nothing(tmp_pat
         f"castfind: {target}: folder {target.parent} does not exist — create it first, or pass a file path in a "
         f"writable folder to {'--sarif-output' if option == '--sarif' else option}"]
     assert not (tmp_path / "new").exists()
+
+
+def test_explain_counts_every_line_of_a_multi_line_cast_and_no_line_below_it(cache: str) -> None:
+    root = REPO / "fixtures" / "explain_lines"
+    attn = root / "spanpkg" / "attn.py"
+    lines = attn.read_text().splitlines()
+    first = next(i for i, s in enumerate(lines, 1) if "get_key_buffer(" in s)
+    for line in (first, first + 1, first + 2):
+        r = run_castfind("scan", str(root), "--cache-dir", cache, "--explain", f"{attn}:{line}")
+        assert r.returncode == 0, r.stderr
+        assert f"spanpkg/attn.py:{first}:" in r.stdout and "=> CF101 error" in r.stdout
+    below = first + 3  # scores = q @ k: no cast, though the nearest cast above is a finding
+    r = run_castfind("scan", str(root), "--cache-dir", cache, "--explain", f"{attn}:{below}")
+    assert r.returncode == 2 and r.stdout == ""
+    assert f"{attn}:{below}: no cast that castfind examined on this line" in r.stderr
