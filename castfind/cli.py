@@ -251,6 +251,12 @@ def scan(o: Any) -> None:
     if o.fail_on is not None and o.fail_on not in ("error", "warning", "info"):
         _fail(f"--fail-on {o.fail_on}: expected error, warning or info")
     n_jobs = _jobs(o.jobs)
+    from castfind.report.text import wants_color
+
+    try:
+        color = wants_color(o.color, sys.stdout, os.environ)
+    except ValueError as e:
+        _fail(str(e))
     if o.json_out and o.output_format not in (None, "json"):
         _fail(f"--json --format {o.output_format}: --json is --format json — give one of them")
     if o.stops and o.explain:
@@ -275,6 +281,7 @@ def scan(o: Any) -> None:
         _fail(str(e))
     _check_outputs(o.output, outputs)
     sets = [_set_spec(s) for s in o.set_ or []]
+    select = _selectors(o.select)
     explain_at = None
     if o.explain:
         explain_at = _explain_spec(o.explain)
@@ -297,7 +304,8 @@ def scan(o: Any) -> None:
             write_baseline=o.write_baseline, traces=tuple(o.trace or ()), demand=not o.eager,
             explain=explain_at is not None, stops=o.stops, exclude=tuple(o.exclude or ()),
             warn_unused_ignores=o.warn_unused_ignores, baseline_commit=o.baseline_commit,
-            include_tests=o.include_tests,
+            include_tests=o.include_tests, select=select or None, extend_select=_selectors(o.extend_select),
+            ignore=_selectors(o.ignore),
             index=pipeline.IndexOptions(cache_dir=o.cache_dir, use_cache=not o.no_cache, jobs=n_jobs,
                                         max_file_size=_size(o.max_file_size), progress=_progress("parsing")),
             cost=pipeline.CostRequest(tuple(sets), o.model_config, o.kv_tokens, o.kv_cache_dtype),
@@ -319,7 +327,8 @@ def scan(o: Any) -> None:
         else:
             _print_stops(run.stops)
         raise typer.Exit(0)
-    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=o.color, statistics=o.statistics)
+    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, color=color, statistics=o.statistics,
+                        fail_on=run.fail_on)
     for name, path in outputs:
         extra_reporter = registry.get(name)
         doc = extra_reporter.render(report, ctx)
@@ -329,11 +338,17 @@ def scan(o: Any) -> None:
             _write(path, doc, f"--{name}-output")
     if o.output is not None:
         _write(o.output, reporter.render(report, ctx), "--output")
-    elif o.sarif != "-":  # else SARIF is the document on stdout
-        typer.echo(reporter.render(report, ctx) + reporter.stdout_end, nl=False)
+    elif o.sarif != "-" and not run.wrote_baseline:  # else SARIF is the document on stdout; a baseline: one line
+        # click strips ANSI codes from what goes to a pipe unless told: --color always means colour there too.
+        typer.echo(reporter.render(report, ctx) + reporter.stdout_end, nl=False, color=True if color else None)
     for line in tail:
         typer.echo(line, err=True)
-    raise typer.Exit(code)
+    raise typer.Exit(0 if o.exit_zero and code == 1 else code)
+
+
+def _selectors(given: list[str] | None) -> tuple[str, ...]:
+    """``--select CF101,CF102 --select CF9`` → ("CF101", "CF102", "CF9"), as ruff reads its rule lists."""
+    return tuple(s.strip() for item in given or () for s in item.split(",") if s.strip())
 
 
 def _check_outputs(output: str | None, outputs: list[tuple[str, str]]) -> None:
@@ -406,21 +421,18 @@ def _explain_spec(spec: str) -> tuple[str, int, int | None]:
 
 
 def _print_explanation(run, at: tuple[str, int, int | None]) -> None:
-    """One account per cast on the line (only the one at COL when given); without a cast on the line,
-    those of the nearest line above (a cast spanning lines)."""
+    """One account per cast on the line (only the one at COL when given): a cast whose call spans the line
+    counts. A line with no cast is a usage error (exit 2), never the account of a cast on another line."""
     from castfind.core.names import shown
 
     path, line, col = at
     norm = path.replace("\\", "/")
-    hits = [k for k in run.explanations
-            if (norm.endswith(k[0]) or k[0].endswith(norm.lstrip("./"))) and k[1] <= line]
-    near = max((k[1] for k in hits), default=None)
-    best = sorted(k for k in hits if k[1] == (line if any(k[1] == line for k in hits) else near))
+    best = sorted(k for k, e in run.explanations.items()
+                  if (norm.endswith(k[0]) or k[0].endswith(norm.lstrip("./"))) and e.covers(line))
     where = f"{path}:{line}" + (f":{col}" if col is not None else "")
     if not best:
-        typer.echo(f"{where}: no cast-like call there that castfind examined "
-                   "(the file holds no cast and buffer name, or the line has no .to()/.float()/... call)")
-        return
+        _fail(f"{where}: no cast that castfind examined on this line — give the line of a .to()/.float()/copy_ "
+              "call (castfind examines the casts of files that name a buffer; --stops lists them)")
     if col is not None:
         at_col = [k for k in best if k[2] == col]
         if not at_col:
@@ -478,6 +490,55 @@ def rules_list(
         return
     for r in rs.rules:
         typer.echo(f"{r.id}  {r.severity:<7}  {r.name}\n      {r.message}")
+
+
+@app.command("rule")
+def rule_command(
+    rule_id: str = typer.Argument(..., metavar="RULE", help="A rule id (CF101) or kebab-case name."),
+    rules: list[str] | None = typer.Option(None, "--rules", help="Extra rule folder or file (repeatable)."),
+) -> None:
+    """Print a rule's documentation: what it flags, why that costs, the fix, and its examples (as ruff rule).
+
+    Exit 0, or 2 when no rule has that id or name. Example: castfind rule CF101
+    """
+    from castfind.core.rules import RuleError, load_rules
+    from castfind.pipeline import report_rules
+
+    try:
+        rs = load_rules(list(rules or []))
+    except RuleError as e:
+        _fail(str(e))
+    known = report_rules(rs, unused_ignores=True)
+    rule = next((r for r in known if rule_id.upper() == r.id or rule_id == r.name), None)
+    if rule is None:
+        _fail(f"rule {rule_id}: no rule has this id or name — 'castfind rules list' lists them")
+    typer.echo("\n".join(_rule_doc(rule)))
+
+
+def _rule_doc(rule) -> list[str]:
+    """``castfind rule``'s text: a heading, what it flags, why it costs, the fix, the examples, the docs link."""
+    import re
+    import textwrap
+
+    flags = re.sub(r"\{(\w+)[^}]*\}", r"<\1>", rule.message)
+    when = {True: "on a hot path", False: "off every hot path", None: ""}[rule.hot]
+    how_often = {True: "that runs once", False: "that runs on every call", None: ""}[rule.once]
+    scope = ", ".join(x for x in (f"casts of {', '.join(rule.buffers)}" if rule.buffers else "",
+                                  f"methods {', '.join(rule.cast)}" if rule.cast else "", when, how_often) if x)
+    out = [f"{rule.id} {rule.name} ({rule.severity})", "", "what it flags:", f"    {flags}"]
+    if scope:
+        out.append(f"    ({scope})")
+    if rule.why:
+        out += ["", "why it costs:", *textwrap.wrap(rule.why, 100, initial_indent="    ", subsequent_indent="    ")]
+    if rule.fix:
+        out += ["", "fix:", *textwrap.wrap(rule.fix, 100, initial_indent="    ", subsequent_indent="    ")]
+    for title, code in (("flagged (the line marked # match)", rule.match_example),
+                        ("not flagged", rule.no_match_example)):
+        if code:
+            out += ["", f"example, {title}:", textwrap.indent(code.rstrip("\n"), "    ")]
+    if rule.help_uri:
+        out += ["", f"docs: {rule.help_uri}"]
+    return out
 
 
 @rules_app.command("test")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from castfind.analysis import findings as fnd
-from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set
+from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set, unreadable_set
 from castfind.analysis.cost import check as check_cost
 from castfind.core import sourcetext
 from castfind.core.config import Config, load_config, merge
@@ -34,6 +34,7 @@ from castfind.core.fsutil import OutputPathError, Owns, Protected, check_output_
 from castfind.core.inputs import InputError, read_input
 from castfind.core.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleError, RuleSet, load_rules, rule_files
 from castfind.core.scope import in_scope
+from castfind.core.selection import Layer, Selection
 from castfind.core.types import Diagnostic, Finding, TraceSite
 from castfind.report import ScanReport, SourceCache
 from castfind.store import gitref
@@ -104,6 +105,11 @@ class ScanRequest:
     warn_unused_ignores: bool = True
     baseline_commit: str | None = None
     include_tests: bool = False
+    #: Rule selection on the command line (``--select``, ``--extend-select``, ``--ignore``), laid over the
+    #: configuration's (:mod:`castfind.core.selection`); ``select=None``: not given.
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
     index: IndexOptions = field(default_factory=IndexOptions)
     cost: CostRequest = field(default_factory=CostRequest)
     #: The report files the caller will write: (option, path, what the document is, its ``owns`` check),
@@ -157,6 +163,8 @@ class ScanPlan:
     packages: tuple[Package, ...] = ()
     #: The names cost formulas are evaluated over (settled in :func:`plan`: a bad config file fails early).
     bindings: Bindings = field(default_factory=Bindings)
+    #: Which rules are reported, where (settled in :func:`plan`: a selector naming no rule fails early).
+    selection: Selection = field(default_factory=Selection)
 
 
 @dataclass(frozen=True)
@@ -261,6 +269,8 @@ def plan(request: ScanRequest) -> ScanPlan:
     if cfg.entry_points:
         ruleset = ruleset.with_entry_points(tuple(cfg.entry_points))
     bound = _bindings(ruleset, request.cost)
+    selection = _selection(request, cfg)
+    selection.check(report_rules(ruleset, unused_ignores=True))
     if request.only:
         _check_only_files(request.paths, roots)
     at_ref = gitref.resolve(roots, request.baseline_commit) if request.baseline_commit is not None else ()
@@ -286,8 +296,28 @@ def plan(request: ScanRequest) -> ScanPlan:
         only=frozenset(os.path.abspath(p) for p in request.paths) if request.only else None,
         memo=memo, memo_key=memo_key, memo_seed=memo_seed, carried=carried_out, baseline_commit=at_ref,
         report_exclude=report_exclude,
-        packages=package_roots(index.files, tuple(cfg.report_exclude)), bindings=bound,
+        packages=package_roots(index.files, tuple(cfg.report_exclude)), bindings=bound, selection=selection,
     )
+
+
+def _selection(request: ScanRequest, cfg: Config) -> Selection:
+    """The configuration's selectors, then the command line's over them."""
+    where = f"{cfg.source} [tool.castfind]" if cfg.source is not None else "[tool.castfind]"
+    layers = [Layer(cfg.select, cfg.extend_select, cfg.ignore, where)]
+    layers.append(Layer(request.select, request.extend_select, request.ignore))
+    return Selection(tuple(layers), cfg.per_file_ignores, where)
+
+
+def _select(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], int]:
+    """The findings the rule selection reports, and how many it left out (:mod:`castfind.core.selection`)."""
+    selection = scan_plan.selection
+    if selection.trivial:
+        return found, 0
+    rules = report_rules(scan_plan.ruleset, unused_ignores=True)
+    known = {r.id for r in rules}
+    enabled = selection.enabled(rules) | {f.rule for f in found if f.rule not in known}
+    kept = [f for f in found if selection.keeps(enabled, f.rule, f.name, f.root, f.path)]
+    return kept, len(found) - len(kept)
 
 
 def _check_outputs(request: ScanRequest, cfg: Config, roots: tuple[str, ...]) -> None:
@@ -457,6 +487,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     kept = list(sup.kept)
     if scan_plan.request.warn_unused_ignores:
         kept += _unused_suppressions(scan_plan, sup.used)
+    kept, deselected = _select(scan_plan, kept)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
     kept, cost_diags = _costs(scan_plan, kept)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
@@ -474,6 +505,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         outcome = fnd.apply_baseline(kept, fnd.load_baseline(scan_plan.config.baseline))
         kept, hidden, fixed = list(outcome.kept), outcome.hidden, tuple(outcome.fixed)
     stats = dict(out.stats, suppressed=sup.suppressed, baseline_hidden=hidden, out_of_scope=out_of_scope,
+                 deselected=deselected,
                  roots=list(scan_plan.roots), packages=[p.to_dict() for p in scan_plan.packages])
     if known is not None:
         outcome = fnd.apply_baseline(kept, fnd.Baseline(fnd.baseline_entries(known)))
@@ -538,8 +570,18 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
         _store_costs(scan_plan, got)
     table, unused = got
     out = [judged(f, table.get(cost_id(f))) for f in found]
+    bound = scan_plan.bindings
     diags = [Diagnostic("--set", 0, f"{n}: no cost formula of this scan reads {n}; check the name against the "
-                                   f"formulas the findings' cost lines show", "config") for n in unused]
+                                   f"formulas the findings' cost lines show", "config")
+             for n in unused if n in bound.explicit]
+    diags += [Diagnostic("--set", 0, why, "config") for n in bound.explicit
+              if n not in unused and (why := unreadable_set(bound, n)) is not None]
+    if bound.kv_tokens and all(n in unused for n in bound.kv_tokens):
+        names = ", ".join(bound.kv_tokens)
+        diags.append(Diagnostic("--kv-tokens", 0, f"binds {names}, which no cost formula of this scan reads (no "
+                                f"reported finding's buffer is sized by it), so it changes no cost — bind the name "
+                                f"the buffers are sized by with --set NAME=N (their cost lines list it as unbound)",
+                                "config"))
     return out, diags
 
 

@@ -137,6 +137,7 @@ def _scan(parsed: SimpleNamespace) -> Printed | None:
     from castfind import api, pipeline
     from castfind.report import ReportContext, SourceCache, registry
     from castfind.report.scan_text import scan_output
+    from castfind.report.text import wants_color
 
     request = pipeline.ScanRequest(
         paths=parsed.operands, roots=parsed.root, exclude=parsed.exclude,
@@ -146,7 +147,8 @@ def _scan(parsed: SimpleNamespace) -> Printed | None:
     if run is None or any(d.kind == "cache" for d in run.report.diagnostics):
         return None
     reporter = registry.get("json" if parsed.json_out else registry.DEFAULT_FORMAT)
-    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line)
+    ctx = ReportContext(rules=run.rules, source_line=SourceCache().line, fail_on=run.fail_on,
+                        color=wants_color("auto", sys.stdout, os.environ))
     head, tail, code = scan_output(run)
     return head, reporter.render(run.report, ctx) + reporter.stdout_end, tail, code
 

@@ -105,7 +105,7 @@ def test_outside_a_repository_or_a_bad_ref_is_one_line_exit_2(repo: Path, tmp_pa
 def test_the_text_summary_says_how_many_were_there_already(repo: Path) -> None:
     r = runner.invoke(cli.app, ["scan", str(repo), "--no-cache", "-j", "1", "--diff", "HEAD~1"])
     assert r.exit_code == 1, r.output
-    assert r.stdout.splitlines()[-1] == "1 error, 0 warnings, 0 info in 1 file (1 already at HEAD~1)"
+    assert r.stdout.splitlines()[-1] == "1 error, 0 warnings, 0 info in 1 of 1 file (1 already at HEAD~1)"
 
 
 def test_the_tree_at_a_commit_is_exported_once_as_copies_and_few_are_kept(repo: Path, tmp_path: Path) -> None:

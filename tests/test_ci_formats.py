@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from castfind import api, cli
-from castfind.analysis.findings import fingerprint
+from castfind.analysis.findings import fails, fingerprint
 from castfind.core.types import Diagnostic, Finding, Runtime
 from castfind.report import ReportContext, ScanReport, github, gitlab, junit, markdown, registry
 from tests.support import REPO
@@ -126,8 +126,11 @@ def test_gitlab_uses_the_baselines_line_free_fingerprint() -> None:
     assert doc[1]["fingerprint"] == fingerprint(NASTY) + ":2"  # its twin further down
     moved = json.loads(gitlab.render(ScanReport(findings=(replace(NASTY, line=70, end_line=72),))))
     assert moved[0]["fingerprint"] == doc[0]["fingerprint"]
+    # The default --fail-on error: the warning does not fail the build, so it is not a blocking severity.
     assert [(i["severity"], i["location"]["lines"]["begin"]) for i in doc] == [
-        ("critical", 7), ("critical", 12), ("major", 20), ("info", 30)]
+        ("critical", 7), ("critical", 12), ("minor", 20), ("info", 30)]
+    at_warning = json.loads(gitlab.render(synthetic(), fail_on="warning"))
+    assert [i["severity"] for i in at_warning] == ["critical", "critical", "major", "info"]
     assert doc[0]["location"]["path"] == "src/pkg/a, b:c.py"
 
 
@@ -138,12 +141,16 @@ def test_junit_validates_against_the_junit_xsd(scanned: api.ScanRun) -> None:
     etree = pytest.importorskip("lxml.etree")
     schema = etree.XMLSchema(etree.parse(str(SCHEMAS / "junit.xsd")))
     for rep in reports(scanned):
-        doc = etree.fromstring(junit.render(rep).encode("utf-8"))
-        assert schema.validate(doc), schema.error_log
-        cases = doc.findall("testsuite/testcase")
-        assert len(cases) == len(rep.findings)
-        assert [c.find("failure").get("type") for c in cases] == [f.rule for f in rep.findings]
-        assert doc.find("testsuite").get("failures") == str(len(rep.findings))
+        for fail_on in ("error", "warning", "info"):
+            doc = etree.fromstring(junit.render(rep, fail_on).encode("utf-8"))
+            assert schema.validate(doc), schema.error_log
+            cases = doc.findall("testsuite/testcase")
+            assert len(cases) == len(rep.findings)
+            failing = [f.rule for f in rep.findings if fails([f], fail_on)]
+            assert [c.find("failure").get("type") for c in cases if c.find("failure") is not None] == failing
+            assert doc.find("testsuite").get("failures") == str(len(failing))
+        # --fail-on info: every finding is a failure
+        assert len(failing) == len(rep.findings)
 
 
 def test_junit_keeps_the_text_exactly() -> None:

@@ -194,6 +194,7 @@ def test_baseline_round_trip_with_duplicate_counts(tmp_path) -> None:
     dup1, dup2 = mk(line=10), mk(line=40)
     other = mk(rule="CF102", severity="warning", path="a/b.py", function="", expr="w.float()")
     path = tmp_path / "sub" / "castfind-baseline.json"
+    path.parent.mkdir()  # an output's folder must exist (castfind creates none: test_small_lies.py)
     written = write_baseline(path, [dup1, other, dup2])
     doc = json.loads(path.read_text())
     assert doc == {

@@ -94,7 +94,7 @@ def test_post_on_a_hand_built_run_output_joins_traces(tmp_path: Path) -> None:
     (cf900,) = done.report.findings
     assert (cf900.rule, cf900.name, cf900.path, cf900.line, cf900.root) == (
         MEASURED_CAST.id, MEASURED_CAST.name, "minisrv/pool.py", 9, str(FIX))
-    assert done.report.stats == {"files": 3, "suppressed": 0, "baseline_hidden": 0, "out_of_scope": 0,
+    assert done.report.stats == {"files": 3, "suppressed": 0, "baseline_hidden": 0, "out_of_scope": 0, "deselected": 0,
                                  "roots": [str(FIX)], "packages": [{"name": "minisrv", "root": str(FIX), "folder": ""}]}
     assert MEASURED_CAST in done.rules
 

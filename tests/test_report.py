@@ -89,16 +89,16 @@ def test_text_exact_output() -> None:
         "python/sglang/broken.py:3: invalid syntax",
         "/abs/trace.jsonl: truncated trace",
         "",
-        "1 error, 1 warning, 1 info in 120 files (2 diagnostics, 1 suppressed inline, 2 hidden by baseline)",
+        "1 error, 1 warning, 1 info in 2 of 120 files (2 diagnostics, 1 suppressed inline, 2 hidden by baseline)",
     ]
     assert out.endswith("\n") and "\033[" not in out
 
 
 def test_text_summary_plural_and_empty() -> None:
-    assert text.render(ScanReport(stats={"files": 1})) == "0 errors, 0 warnings, 0 info in 1 file\n"
+    assert text.render(ScanReport(stats={"files": 1})) == "0 errors, 0 warnings, 0 info in 0 of 1 file\n"
     assert text.render(ScanReport()) == "0 errors, 0 warnings, 0 info\n"
     three = ScanReport(findings=(ERROR, ERROR, ERROR, WARNING), diagnostics=DIAGS, stats={"files": 120})
-    assert text.summary(three) == "3 errors, 1 warning, 0 info in 120 files (2 diagnostics)"
+    assert text.summary(three) == "3 errors, 1 warning, 0 info in 2 of 120 files (2 diagnostics)"  # files with findings
 
 
 def test_text_colour_only_when_asked() -> None:

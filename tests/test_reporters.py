@@ -47,7 +47,8 @@ def test_builtin_reporters_match_their_own_render(scanned: api.ScanRun) -> None:
     ctx = ReportContext(rules=scanned.rules, source_line=src.line, color=True)
     assert registry.get("text").render(report, ctx) == text.render(report, src.line, color=True)
     assert registry.get("json").render(report, ctx) == json_report.render(report)
-    meta = {r.id: {"name": r.name, "message": r.message, "fix": r.fix, "severity": r.severity} for r in scanned.rules}
+    meta = {r.id: {"name": r.name, "message": r.message, "fix": r.fix, "severity": r.severity, "help_uri": r.help_uri}
+            for r in scanned.rules}
     assert registry.get("sarif").render(report, ctx) == sarif.render(report, meta)
 
 

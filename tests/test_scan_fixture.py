@@ -55,7 +55,7 @@ def test_suppression_baseline_and_fail_on(tmp_path):
     assert rc == 1
     base = tmp_path / "base.json"
     r = run_castfind("scan", str(root), "--no-cache", "--write-baseline", str(base))
-    assert base.exists() and r.returncode == 1
+    assert base.exists() and r.returncode == 0  # recorded: exit 0 (issue 37)
     # Moving code down by a line keeps the baseline valid (no line numbers in fingerprints).
     p = root / BACKEND
     p.write_text("# a new comment line\n" + p.read_text())

@@ -81,14 +81,14 @@ def test_scan_reports_production_findings_and_counts_the_rest() -> None:
 def test_the_summary_line_says_how_many_were_left_out() -> None:
     r = run_castfind("scan", str(CHECKOUT), "--no-cache")
     last = r.stdout.rstrip("\n").splitlines()[-1]
-    assert last == "1 error, 0 warnings, 0 info in 9 files, and 3 in tests/benchmarks, shown with --include-tests"
+    assert last == "1 error, 0 warnings, 0 info in 1 of 9 files, and 3 in tests/benchmarks, shown with --include-tests"
     wide = run_castfind("scan", str(CHECKOUT), "--no-cache", "--include-tests")
     assert "--include-tests" not in wide.stdout.splitlines()[-1]
     assert "test/srt/test_linear.py:17:20: CF102 error" in wide.stdout
 
 
 def test_summary_without_findings_left_out_is_unchanged() -> None:
-    assert text_report.summary(ScanReport(stats={"files": 2, "out_of_scope": 0})) == "0 errors, 0 warnings, 0 info in 2 files"
+    assert text_report.summary(ScanReport(stats={"files": 2, "out_of_scope": 0})) == "0 errors, 0 warnings, 0 info in 0 of 2 files"
     assert text_report.summary(ScanReport(stats={"files": 2, "out_of_scope": 1})).endswith(
         ", and 1 in tests/benchmarks, shown with --include-tests")
 

@@ -141,6 +141,12 @@ class Explanation:
     rule: str | None
     buffer_like: bool
     why: tuple[str, ...]
+    #: The cast's last line (a call written over several lines); 0: its first line.
+    end_line: int = 0
+
+    def covers(self, line: int) -> bool:
+        """Whether ``line`` is one of the cast's lines."""
+        return self.line <= line <= max(self.end_line, self.line)
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -370,7 +376,7 @@ class Checker:
             buffer=got.kind if isinstance(got, Origin) else None, once=verdict.once, hot=verdict.hot,
             cold=verdict.cold, rule=verdict.rule,
             buffer_like=operand is not None and (isinstance(got, Origin) or is_buffer_like(operand, self._tokens, len(hops))),
-            why=tuple(why),
+            why=tuple(why), end_line=cast.end_line,
         )
         self.explanations[e.key] = e
 

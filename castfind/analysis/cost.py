@@ -71,7 +71,7 @@ from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime
 from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 2
+COST_VERSION = 3
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -99,6 +99,8 @@ class Bindings:
 
     values: Mapping[str, str] = field(default_factory=dict)
     explicit: tuple[str, ...] = ()
+    #: ``--kv-tokens``: the names it bound (``cost.flags``), judged like ``explicit`` (a hint when none is read).
+    kv_tokens: tuple[str, ...] = ()
 
 
 def _dtype_text(value: str) -> str:
@@ -202,7 +204,24 @@ def bindings(spec: CostSpec, *, config: Mapping[str, Any] | None = None, kv_toke
             values[n] = dt
     for name, value in sets:
         values[name] = _dtype_text(value)
-    return Bindings(values, tuple(dict.fromkeys(n for n, _ in sets)))
+    kv_names = tuple(flags.get("kv_tokens", ())) if kv_tokens is not None else ()
+    return Bindings(values, tuple(dict.fromkeys(n for n, _ in sets)), kv_names)
+
+
+def unreadable_set(bound: Bindings, name: str) -> str | None:
+    """Why the ``--set`` value of ``name`` binds no size or dtype (``tokens=abc``: a name nothing binds), or
+    None when it reads as a number, a dtype or a formula of bound names."""
+    text = bound.values.get(name)
+    if text is None:
+        return None
+    try:
+        value = Evaluator(bound).value(text)
+    except (Unknown, ArithmeticError, TypeError, RecursionError):
+        value = None
+    if (isinstance(value, int | float) and not isinstance(value, bool)) or dtype_bytes(value) is not None:
+        return None
+    return (f"{name}={_shown(text)}: not a number, a dtype castfind sizes or a formula of bound names, so every "
+            f"cost that reads {name} stays unbound — give a count such as --set {name}=4096")
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -734,11 +753,11 @@ class CostModel:
         return str(b) if b is not None else f"sizeof({dtype or '?'})"
 
     def unused_sets(self) -> list[str]:
-        """The ``--set`` names no formula of this run read."""
+        """The ``--set`` names (and those ``--kv-tokens`` bound) no formula of this run read."""
         used = set(self.ev.seen)
         for f in self.formulas:
             used |= names_in(f)
-        return [n for n in self.ev.bound.explicit if n not in used]
+        return [n for n in dict.fromkeys((*self.ev.bound.explicit, *self.ev.bound.kv_tokens)) if n not in used]
 
 
 _ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32",

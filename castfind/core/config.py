@@ -10,6 +10,10 @@ Keys (kebab-case, as in the rest of ``pyproject.toml``)::
     entry-points = ["*.run_batch"]     # extra hot-path entry point patterns
     fail-on = "warning"                # error | warning | info
     baseline = "castfind-baseline.json"
+    select = ["CF1"]                   # rule ids, id prefixes, kebab names or ALL (castfind.core.selection)
+    extend-select = ["CF103"]          # added to select
+    ignore = ["CF104"]                 # taken away (the more specific selector wins)
+    per-file-ignores = {"legacy/*" = ["CF102"], "test_*.py" = ["ALL"]}
 
 Paths (``roots``, ``rules``, ``baseline``) must stay inside the folder of this ``pyproject.toml`` once
 ``..`` and symlinks are resolved: a scanned repository cannot point castfind at files elsewhere.
@@ -66,6 +70,10 @@ class Config:
     fail_on: str = "error"
     baseline: Path | None = None
     report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     source: Path | None = None
 
 
@@ -121,6 +129,21 @@ def _baseline(value: Any, folder: Path) -> Path:
     return _inside(value, folder)
 
 
+def _per_file_ignores(value: Any, folder: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise _Bad(f"must be a table of glob = [rule ids], got {type(value).__name__}")
+    out = []
+    for glob, selectors in value.items():
+        why = check_pattern(glob)
+        if why is not None:
+            raise _Bad(why)
+        try:
+            out.append((glob, _strings(selectors, folder)))
+        except _Bad as exc:
+            raise _Bad(f"{glob!r}: {exc}") from None
+    return tuple(out)
+
+
 # TOML key -> (Config field, parser). The parsers are the whole schema.
 KEYS: Mapping[str, tuple[str, Callable[[Any, Path], Any]]] = {
     "roots": ("roots", _paths),
@@ -130,6 +153,10 @@ KEYS: Mapping[str, tuple[str, Callable[[Any, Path], Any]]] = {
     "fail-on": ("fail_on", _fail_on),
     "baseline": ("baseline", _baseline),
     "report-exclude": ("report_exclude", _report_exclude),
+    "select": ("select", _strings),
+    "extend-select": ("extend_select", _strings),
+    "ignore": ("ignore", _strings),
+    "per-file-ignores": ("per_file_ignores", _per_file_ignores),
 }
 
 
@@ -213,7 +240,8 @@ def report_exclude_for(roots: Sequence[str]) -> tuple[str, ...]:
     return load_config(first if first.is_dir() else first.parent).report_exclude
 
 
-_FIELDS = {f.name for f in fields(Config)} - {"source", "report_exclude"}
+_FIELDS = {f.name for f in fields(Config)} - {"source", "report_exclude", "select", "extend_select", "ignore",
+                                              "per_file_ignores"}
 
 
 def merge(config: Config, **cli_values: Any) -> Config:

@@ -65,9 +65,10 @@ def _is_stream(path: str | os.PathLike[str]) -> bool:
 def check_output_file(path: str | os.PathLike[str], hint: str = "pass a path in a writable folder") -> None:
     """Raise :class:`OutputPathError` unless :func:`atomic_write_bytes` can write ``path``.
 
-    Creates nothing that stays: the nearest existing folder on the way to ``path`` gets a probe
-    file, created and deleted at once. ``hint`` is the "what to do" part of the message.
-    A device or FIFO (``/dev/null``) only has to be writable.
+    Creates nothing that stays: the file's folder gets a probe file, created and deleted at once. The folder
+    must exist: an output aimed at a missing folder is a typo more often than a wish (``--sarif /new/dir/x``),
+    so castfind creates no folders for it, as a shell redirection would not. ``hint`` is the "what to do"
+    part of the message. A device or FIFO (``/dev/null``) only has to be writable.
     """
     if _is_stream(path):
         if not os.access(path, os.W_OK):
@@ -77,8 +78,8 @@ def check_output_file(path: str | os.PathLike[str], hint: str = "pass a path in 
     if target.is_dir():
         raise OutputPathError(path, f"is a folder — {hint}")
     folder = target.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    if not folder.exists():
+        raise OutputPathError(path, f"folder {folder} does not exist — create it first, or {hint}")
     if not folder.is_dir():
         raise OutputPathError(path, f"{folder} is not a folder — {hint}")
     try:

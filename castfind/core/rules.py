@@ -267,6 +267,13 @@ class Rule:
     no_match_example: str
     source: str
     line: int
+    #: Why such a cast costs (``why:``; every shipped rule has one): what ``castfind rule ID`` explains.
+    why: str = ""
+
+    @property
+    def help_uri(self) -> str | None:
+        """The README section documenting this rule when castfind ships it, else None (:func:`help_uri`)."""
+        return help_uri(self.id, self.source)
 
 
 @dataclass(frozen=True)
@@ -391,7 +398,7 @@ _TINY_KEYS = ("max_bytes", "max_literal", "small_dims")
 _KIND_KEYS = ("getters", "attributes", "exclude", "infer_getters", "replace", "weight")
 #: The fields an ``exclude`` pattern may apply to (YAML key → what it matches).
 _EXCLUDE_KEYS = ("name", "class")
-_RULE_KEYS = ("id", "name", "severity", "message", "cast", "receiver", "hot", "once", "fix", "examples")
+_RULE_KEYS = ("id", "name", "severity", "message", "cast", "receiver", "hot", "once", "fix", "why", "examples")
 _REQUIRED = ("id", "name", "severity", "message", "cast", "receiver", "examples")
 _ID = re.compile(r"^CF\d{3}$")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -951,6 +958,7 @@ def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> Non
     hot = f.boolean(r, "hot", f"{where}.hot")
     once = f.boolean(r, "once", f"{where}.once")
     fix = f.string(r, "fix", f"{where}.fix")
+    why = f.string(r, "why", f"{where}.why")
     n = len(f.errors)
     receiver = f.mapping(r, "receiver", f"{where}.receiver", " {buffer: [KIND, ...]}")
     kinds: tuple[str, ...] = ()
@@ -973,7 +981,7 @@ def _parse_rule(f: _File, r: Any, i: int, line: int, acc: dict[str, Any]) -> Non
         return
     assert rid and name and severity and message is not None and match and no_match
     acc["rules"].append(Rule(rid, name, severity, message, cast, kinds, hot, once, fix or "", match, no_match,
-                             f.path, line))
+                             f.path, line, why or ""))
 
 
 def _check_cast_names(f: _File, r: _Map, cast: tuple[str, ...], where: str) -> None:
@@ -1028,6 +1036,23 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     return rs, errors
 
 
+#: The ``source`` of the rules defined here rather than in a rule file.
+BUILT_IN = "castfind.core.rules"
+#: Where the shipped rules are documented: README's ``## Rules`` section, one anchor per rule id.
+RULES_DOC = "https://github.com/castfind/castfind/blob/main/README.md"
+
+
+def help_uri(rule_id: str, source: str) -> str | None:
+    """The README section documenting a shipped rule (``...README.md#cf101``), or None for a user's rule."""
+    if source != BUILT_IN:
+        try:
+            if Path(source).resolve().parent != default_rule_dir().resolve():
+                return None
+        except OSError:
+            return None
+    return f"{RULES_DOC}#{rule_id.lower()}"
+
+
 #: CF900, the one rule without a rule file: :mod:`castfind.runtime.join` reports a cast measured at run time
 #: that no rule flagged under it, and reporters describe it from here. Its severity is the default a rule
 #: list shows; each CF900 finding is graded by the bytes it moved (``castfind.runtime.join.severity_for``).
@@ -1035,7 +1060,13 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
 #: that silenced no finding, as ruff's RUF100. Its message is filled with the comment and what is idle.
 UNUSED_SUPPRESSION = Rule("CF001", "unused-suppression", "warning", "{comment}: {what}", (), (), None, None,
                           "Remove the comment, or the rule ids in it that no longer match a finding on its line.",
-                          "", "", "castfind.core.rules", 0)
+                          "", "", BUILT_IN, 0,
+                          "A suppression comment that silences nothing hides the next real finding on its line "
+                          "without anyone deciding to: the cast it was written for is gone or fixed, and the "
+                          "comment outlived it.")
 MEASURED_CAST = Rule("CF900", "measured-cast-without-rule", "warning",
                      "a cast measured at run time that no rule flagged", (), (), None, None,
-                     "Check whether this cast must run on every step.", "", "", "castfind.core.rules", 0)
+                     "Check whether this cast must run on every step.", "", "", BUILT_IN, 0,
+                     "A runtime trace measured this cast moving many bytes, but no static rule flagged its line: "
+                     "either the buffer's provenance was lost (a call castfind could not follow) or the cast is a "
+                     "kind no rule covers. Its bytes per call are what it costs.")

@@ -42,6 +42,8 @@ class RuleInfo(Protocol):
     def message(self) -> str: ...
     @property
     def fix(self) -> str: ...
+    @property
+    def help_uri(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +56,14 @@ class RuleDescription:
     severity: str = "warning"
     message: str = ""
     fix: str = ""
+    help_uri: str | None = None
 
     @classmethod
     def from_mapping(cls, rule_id: str, meta: Mapping[str, Any]) -> RuleDescription:
-        """From ``{"name", "message", "fix", "severity"}``; a missing or empty key is tolerated."""
+        """From ``{"name", "message", "fix", "severity", "help_uri"}``; a missing or empty key is tolerated."""
         return cls(rule_id, str(meta.get("name", "") or ""), str(meta.get("severity", "warning")),
-                   str(meta.get("message", "") or ""), str(meta.get("fix", "") or ""))
+                   str(meta.get("message", "") or ""), str(meta.get("fix", "") or ""),
+                   str(meta.get("help_uri") or "") or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +72,7 @@ class ReportContext:
 
     ``rules`` are every rule the scan ran with (CF900 included), so a format that lists rules
     (SARIF) knows those that found nothing. ``source_line`` shows the flagged line (``None``:
-    not shown). ``color``: ANSI colour, decided by the caller (tty, ``NO_COLOR``).
+    not shown). ``color``: ANSI colour, decided by the caller (``text.wants_color``: ``--color``, ``NO_COLOR``, ``FORCE_COLOR``, a tty).
     ``statistics``: formats that can add :meth:`ScanReport.statistics` do.
     """
 
@@ -78,6 +82,9 @@ class ReportContext:
     #: ``--statistics``: counts per rule and severity and the top files (text: instead of the
     #: findings, as ruff's ``--statistics``; JSON: ``stats["statistics"]``, next to the findings).
     statistics: bool = False
+    #: ``--fail-on``: findings at or above it fail the build; formats that tell failing from passing
+    #: (JUnit's failures, GitLab's severities) follow it, as the exit code does.
+    fail_on: str = "error"
 
 
 @dataclass(frozen=True, slots=True)

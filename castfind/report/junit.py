@@ -1,11 +1,12 @@
 """``--format junit``: JUnit XML, for CI systems that only read test reports.
 
-One ``<testsuite name="castfind">`` inside ``<testsuites>``; one ``<testcase>`` per finding, each
-with a ``<failure>`` (``type`` = the rule id, ``message`` = the finding's message, the text =
-where it is, its hot path, provenance and fix). A scan without findings is an empty, passing
-suite. Diagnostics go to the suite's ``<system-err>``. The attributes are those of the JUnit
-schema CI systems validate against (Jenkins' ``junit-10.xsd``: ``testcase`` has ``name``,
-``classname`` and ``time``, nothing else), so tests/schemas/junit.xsd checks it.
+One ``<testsuite name="castfind">`` inside ``<testsuites>``; one ``<testcase>`` per finding. A finding at or
+above ``--fail-on`` (what makes the exit code 1) has a ``<failure>`` (``type`` = the rule id, ``message`` =
+the finding's message, the text = where it is, its hot path, provenance and fix); one below it is a passing
+test case whose ``<system-out>`` holds the same text, so ``failures`` counts exactly the findings that fail
+the build. A scan without findings is an empty, passing suite. Diagnostics go to the suite's
+``<system-err>``. The attributes are those of the JUnit schema CI systems validate against (Jenkins' ``junit-10.xsd``:
+``testcase`` has ``name``, ``classname`` and ``time``, nothing else), so tests/schemas/junit.xsd checks it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from xml.etree import ElementTree as ET
 
+from castfind.analysis.findings import fails
 from castfind.core.names import shown
 from castfind.core.types import Finding
 from castfind.report import ReportContext, ScanReport, display_path
@@ -43,29 +45,34 @@ def _details(f: Finding, where: str) -> str:
     return _clean("\n".join(lines))
 
 
-def _testcase(f: Finding) -> ET.Element:
+def _testcase(f: Finding, failing: bool) -> ET.Element:
     where = shown(display_path(f.root, f.path))
     case = ET.Element("testcase", {
         "name": _clean(f"{f.rule} {where}:{f.line}"),
         "classname": _clean(shown(f.module) or where.removesuffix(".py").replace("/", ".")),
         "time": "0",
     })
-    failure = ET.SubElement(case, "failure", {"type": f.rule, "message": _clean(f.message)})
-    failure.text = _details(f, where)
+    if failing:
+        failure = ET.SubElement(case, "failure", {"type": f.rule, "message": _clean(f.message)})
+        failure.text = _details(f, where)
+    else:
+        ET.SubElement(case, "system-out").text = _details(f, where)
     return case
 
 
-def render(report: ScanReport) -> str:
-    """The JUnit document (XML declaration included), ending with a newline."""
-    n = str(len(report.findings))
-    suites = ET.Element("testsuites", {"name": "castfind", "tests": n, "failures": n, "errors": "0"})
+def render(report: ScanReport, fail_on: str = "error") -> str:
+    """The JUnit document (XML declaration included), ending with a newline; the findings at or above
+    ``fail_on`` are failures."""
+    failing = [fails([f], fail_on) for f in report.findings]
+    n, failures = str(len(report.findings)), str(sum(failing))
+    suites = ET.Element("testsuites", {"name": "castfind", "tests": n, "failures": failures, "errors": "0"})
     seconds = report.stats.get("seconds")
-    suite = ET.SubElement(suites, "testsuite", {"name": "castfind", "tests": n, "failures": n, "errors": "0",
+    suite = ET.SubElement(suites, "testsuite", {"name": "castfind", "tests": n, "failures": failures, "errors": "0",
                                                 "skipped": "0"})
     if isinstance(seconds, int | float):
         suites.set("time", f"{seconds:.3f}")
         suite.set("time", f"{seconds:.3f}")
-    suite.extend(_testcase(f) for f in report.findings)
+    suite.extend(_testcase(f, bad) for f, bad in zip(report.findings, failing, strict=True))
     if report.diagnostics:
         err = ET.SubElement(suite, "system-err")
         err.text = _clean("\n".join(str(d) for d in report.diagnostics))
@@ -74,8 +81,8 @@ def render(report: ScanReport) -> str:
 
 
 def render_report(report: ScanReport, ctx: ReportContext) -> str:
-    """:func:`render` in the registry's signature; the context is not used."""
-    return render(report)
+    """:func:`render` in the registry's signature, failing at the context's ``fail_on``."""
+    return render(report, ctx.fail_on)
 
 
 def owns(text: str) -> str | None:

@@ -61,7 +61,7 @@ def _rule(rule: RuleInfo) -> dict[str, Any]:
         "shortDescription": {"text": title},
         "fullDescription": {"text": full},
         "defaultConfiguration": {"level": _level(rule.severity)},
-        "helpUri": INFORMATION_URI,
+        "helpUri": rule.help_uri or INFORMATION_URI,
         "properties": {"tags": ["performance", "dtype"]},
     }
     help_text = fix or full
@@ -198,7 +198,7 @@ def _document(log: dict[str, Any]) -> str:
 
 def render(report: ScanReport, rules_meta: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The SARIF log as a JSON document ending with a newline, for callers holding rule metadata
-    as plain data: ``rules_meta`` maps a rule id to ``{"name", "message", "fix", "severity"}``
+    as plain data: ``rules_meta`` maps a rule id to ``{"name", "message", "fix", "severity", "help_uri"}``
     (the rule file's fields); missing keys are tolerated."""
     meta = rules_meta or {}
     return _document(to_dict(report, [RuleDescription.from_mapping(rule_id, m) for rule_id, m in meta.items()]))

@@ -26,17 +26,20 @@ class FinishedScan(Protocol):
 def scan_output(run: FinishedScan) -> tuple[list[str], list[str], int]:
     """Stderr's lines before the report (the packages indexed), those after it (the baseline
     written, files Python accepts that castfind could not analyse) and the exit code (2 for such
-    files, else 1 when a finding is at or above ``--fail-on``); the report goes in between. Pure:
+    files, else 0 when a baseline was written, else 1 when a finding is at or above ``--fail-on``); the report goes in between. Pure:
     :mod:`castfind.cli` and :mod:`castfind.quick` print it."""
     line = describe_packages(run.packages)
     head = [f"castfind: {line}"] if line is not None else []
     report = run.report
     tail = []
     if run.wrote_baseline:
-        tail.append(f"castfind: wrote {len(report.findings)} finding(s) to {shown(str(run.wrote_baseline))}")
+        n = len(report.findings)
+        tail.append(f"castfind: recorded {n} finding{'' if n == 1 else 's'} in {shown(str(run.wrote_baseline))}")
     unsupported = [d for d in report.diagnostics if d.kind == "unsupported"]
     if unsupported:
         tail.append(f"castfind: {len(unsupported)} file(s) Python accepts could not be analysed "
                     f"(first: {shown(unsupported[0].path)}); findings there may be missing — exit 2")
         return head, tail, 2
+    if run.wrote_baseline:
+        return head, tail, 0  # recording the findings is what was asked: it succeeded
     return head, tail, exit_code(report.findings, run.fail_on)

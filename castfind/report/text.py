@@ -9,20 +9,44 @@ one-line summary.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TextIO
 
 from castfind.core.names import shown
 from castfind.core.types import Condition, Cost, CostCheck, Finding, Runtime
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
 
-__all__ = ["format_bytes", "format_check", "format_conditions", "format_cost",
-           "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary"]
+__all__ = ["COLOR_CHOICES", "format_bytes", "format_check", "format_conditions", "format_cost",
+           "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary",
+           "wants_color"]
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
 _DIM = "\033[2m"
 _SEVERITY_COLOUR = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 _INDENT = "    "
+
+
+#: ``--color WHEN``.
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+def wants_color(when: str, stream: TextIO, environ: Mapping[str, str]) -> bool:
+    """Whether the text report is coloured: ``always`` / ``never`` as said (the flag beats the environment);
+    ``auto``: not when ``NO_COLOR`` is set (no-color.org), yes when ``FORCE_COLOR`` is set (and not ``0``),
+    else when ``stream`` is a terminal. Raises ValueError for another ``when``."""
+    if when not in COLOR_CHOICES:
+        raise ValueError(f"--color {when}: expected {', '.join(COLOR_CHOICES)}")
+    if when != "auto":
+        return when == "always"
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
 
 
 def _paint(text: str, code: str, color: bool) -> str:
@@ -123,16 +147,20 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
 
 
 def summary(report: ScanReport) -> str:
-    """``3 errors, 1 warning, 0 info in 120 files (2 diagnostics)`` plus what was hidden, and the
+    """``3 errors, 1 warning, 0 info in 2 of 120 files (2 diagnostics)`` (the files with a reported finding, of
+    those scanned) plus what was hidden, and the
     findings left out by the report scope: ``…, and 41 in tests/benchmarks, shown with --include-tests``."""
     counts = report.severity_counts()
     parts = [_plural(counts["error"], "error"), _plural(counts["warning"], "warning"), f"{counts['info']} info"]
     # Findings of a severity no rule should have still get counted, never dropped.
     parts += [f"{n} {sev}" for sev, n in counts.items() if sev not in ("error", "warning", "info")]
     text = ", ".join(parts)
+    # The files holding a reported finding, of those scanned (not the scanned count alone: that read as
+    # "the findings are spread over 3,000 files").
+    reported = len({(f.root, f.path) for f in report.findings})
     files = report.stats.get("files")
     if isinstance(files, int):
-        text += f" in {_plural(files, 'file')}"
+        text += f" in {reported} of {_plural(files, 'file')}"
     notes = []
     if report.diagnostics:
         notes.append(_plural(len(report.diagnostics), "diagnostic"))
@@ -181,7 +209,7 @@ def render(report: ScanReport, source_line: SourceLine | None = None, *, color: 
 
     ``source_line(root, path, line)`` supplies the source shown under each finding
     (``castfind.report.SourceCache().line`` reads it from disk); ``None`` omits it. ANSI
-    colour is used only when ``color`` is true: the CLI decides (tty, ``NO_COLOR``).
+    colour is used only when ``color`` is true: the CLI decides (:func:`wants_color`).
     ``statistics``: counts per rule and the top files instead of one block per finding.
     """
     out: list[str] = []
