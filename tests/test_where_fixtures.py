@@ -152,6 +152,8 @@ MLA_GKB = Def(
     Loc(SK, POOL, "def get_key_buffer(", after="class MLAPool("),
 )
 FALLBACK_RMS = Def("servekit.utils.compat.fast_rms_norm", "function", Loc(SK, COMPAT, "def fast_rms_norm("))
+# `rmsnorm = fast_rms_norm`: a module-level alias the lookup goes through is a definition too (issue 36).
+RMSNORM_ALIAS = Def("servekit.utils.compat.rmsnorm", "alias", Loc(SK, COMPAT, "rmsnorm = fast_rms_norm", after="def fast_rms_norm("))
 PICK_IF = Def(
     "servekit.utils.compat.pick_moe_backend",
     "function",
@@ -353,7 +355,9 @@ def _check_shape(data: dict, roots: tuple[str, ...]) -> None:
 
     assert set(data) == {"symbol", "definitions", "call_sites", "unresolved"}
     for definition in data["definitions"]:
-        assert set(definition) == {"qualname", "kind", "root", "path", "line", "chain"}
+        # An alias names the definition it stands for (issue 36).
+        extra = {"target"} if definition["kind"] == "alias" and "target" in definition else set()
+        assert set(definition) == {"qualname", "kind", "root", "path", "line", "chain"} | extra
         assert definition["kind"] in KINDS
         assert definition["root"] in roots, "root must be the --root value as given"
         assert 1 <= definition["line"] <= file_lines(definition["root"], definition["path"])
@@ -535,7 +539,7 @@ def test_module_getattr_lazy_import():
     ("symbol", "expected"),
     [
         ("servekit.utils.compat.fast_rms_norm", {RMS_NORM, FALLBACK_RMS}),  # try import / except def
-        ("servekit.utils.compat.rmsnorm", {RMS_NORM, FALLBACK_RMS}),  # alias of that conditional name
+        ("servekit.utils.compat.rmsnorm", {RMSNORM_ALIAS, RMS_NORM, FALLBACK_RMS}),  # alias of that conditional name
         ("servekit.utils.compat.pick_moe_backend", {PICK_IF, PICK_ELSE}),  # if / else defs
         ("servekit.utils.compat.MOE_TILE_M", {TILE_M}),  # alias of a constant
     ],
