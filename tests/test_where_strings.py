@@ -129,7 +129,7 @@ def test_the_time_budget_comes_from_the_option_then_the_environment(monkeypatch)
     with pytest.raises(WhereError, match=r"CASTFIND_WHERE_TIME_BUDGET=soon: expected seconds"):
         time_budget(None)
     monkeypatch.delenv("CASTFIND_WHERE_TIME_BUDGET")
-    assert time_budget(None) == 5.0
+    assert time_budget(None) == 6.0
 
 
 def test_a_negative_time_budget_is_a_usage_error():

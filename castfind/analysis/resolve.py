@@ -41,7 +41,7 @@ from castfind.read.facts import (
 )
 from castfind.store.index import Index
 from castfind.store.memo import Tracker
-from castfind.store.modules import Modules
+from castfind.store.modules import Modules, OutOfTime
 from castfind.store.words import Words
 
 _MAX_DEPTH = 160  # about 3.5 Python frames per unit: well inside the default recursion limit
@@ -61,9 +61,18 @@ class Clock:
     ran out; once it has, :attr:`out` stays True (an answer cut by it is not the full answer)."""
 
     def __init__(self, seconds: float | None) -> None:
+        #: The budget as given, in seconds (None: none).
         self.seconds = seconds
         self._end = None if seconds is None else time.monotonic() + seconds
         self.out = False
+
+    def fits(self, seconds: float) -> bool:
+        """Would work of ``seconds`` end within the budget, started now?"""
+        return self._end is None or time.monotonic() + seconds <= self._end
+
+    def stop(self) -> None:
+        """End the budget now (work that would not fit was left)."""
+        self.out = True
 
     def spent(self) -> bool:
         if self._end is not None and not self.out and time.monotonic() > self._end:
@@ -135,7 +144,7 @@ class Resolver:
         if self._nesting == 0:
             self._walk_start = self.steps
         self.steps += 1
-        return self.steps - self._walk_start <= self.budget and not self.clock.spent()
+        return self.steps - self._walk_start <= self.budget
 
     def _over(self, module: str, line: int, name: str, what: str) -> list[Resolved]:
         """The ``unresolved`` entry a branch becomes past the depth, step or time budget."""
@@ -155,7 +164,10 @@ class Resolver:
         """Definitions of a module by qualname."""
 
         def compute() -> dict[str, Definition]:
-            f = self.modules.facts(module)
+            try:
+                f = self.modules.facts(module)
+            except OutOfTime:
+                return {}  # the lookup is cut (its clock says so): what it answers says what is left
             return {x.qualname: x for x in f.definitions} if f else {}
 
         return self.tracker.cached(("definitions", module), compute, {})
@@ -181,7 +193,15 @@ class Resolver:
 
     def _memoised(self, key: tuple[str, str, str], compute: Callable[[], list[Resolved]]) -> list[Resolved]:
         # A re-entrant look-up (an import cycle) sees nothing.
-        return self.tracker.cached(("resolve", *key), compute, [])
+        return self.tracker.cached(("resolve", *key), lambda: self._or_over(compute, key[0], key[2]), [])
+
+    def _or_over(self, compute: Callable[[], list[Resolved]], module: str, name: str) -> list[Resolved]:
+        """``compute()``, or the ``unresolved`` entry it becomes when it needs a module parsed after the time
+        budget ran out (:class:`~castfind.store.modules.OutOfTime`)."""
+        try:
+            return compute()
+        except OutOfTime as e:
+            return self._over(module, 0, name, f"{name or 'a name'} into {e.args[0]}")
 
     def _lookup(self, module: str, name: str, depth: int) -> list[Resolved]:
         facts = self.modules.facts(module)
@@ -417,6 +437,8 @@ class Resolver:
         self._nesting += 1
         try:
             return self._resolve_expr(module, scope, expr, depth, index)
+        except OutOfTime as e:
+            return self._over(module, 0, dotted(expr) or "", f"an expression in {module} into {e.args[0]}")
         finally:
             self._nesting -= 1
 
@@ -559,8 +581,8 @@ class Resolver:
             return self._over(module, fn.line, fn.name, f"what {fn.qualname} returns for {dict(bound)}")
         self._nesting += 1
         try:
-            return self.tracker.cached(("dispatch", module, fn.qualname, bound),
-                                       lambda: self._dispatched_now(module, fn, dict(bound), depth), [])
+            return self.tracker.cached(("dispatch", module, fn.qualname, bound), lambda: self._or_over(
+                lambda: self._dispatched_now(module, fn, dict(bound), depth), module, fn.name), [])
         finally:
             self._nesting -= 1
 
@@ -647,8 +669,8 @@ class Resolver:
         self._nesting += 1
         try:
             # A recursive helper (directly or through others) sees nothing of itself while it is walked.
-            return self.tracker.cached(("returns", module, fn.qualname, index),
-                                       lambda: self._returns_of(module, fn, index, depth), [])
+            return self.tracker.cached(("returns", module, fn.qualname, index), lambda: self._or_over(
+                lambda: self._returns_of(module, fn, index, depth), module, fn.name), [])
         finally:
             self._nesting -= 1
 
@@ -687,7 +709,10 @@ class Resolver:
         if depth > _MAX_DEPTH or not self._step():
             return self._over(module, cls.line, attr, f"the bases of {cls.qualname}")
         seen = seen | {(module, cls.qualname)}
-        facts = self.modules.facts(module)
+        try:
+            facts = self.modules.facts(module)
+        except OutOfTime as e:
+            return self._over(module, cls.line, attr, f"the bases of {cls.qualname} into {e.args[0]}")
         if facts is None:
             return []
         own = self._bindings_in(facts, cls.qualname, attr, depth)

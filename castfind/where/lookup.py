@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import time
 from collections.abc import Callable
 
 from castfind.analysis.receivers import Receivers, receiver_of
@@ -19,6 +20,7 @@ from castfind.read.facts import Attr, Call, Const, Expr, FileFacts, Name, Seq, f
 from castfind.store.discover import SourceFile, package_roots
 from castfind.store.index import Index
 from castfind.store.memo import Tracker
+from castfind.store.modules import OutOfTime
 from castfind.store.words import Words
 from castfind.where.answer import (
     DEFAULT_PARSE_BUDGET,
@@ -37,6 +39,10 @@ from castfind.where.answer import (
 
 __all__ = ["DEFAULT_PARSE_BUDGET", "Location", "Unresolved", "WhereDefinition", "WhereError", "WhereResult",
            "carried_answer", "where"]
+
+#: Bytes of source parsed a second before a lookup has measured its own rate: libcst extracts ~130 KB a
+#: second on an idle core; a loaded one does about half.
+_PARSE_RATE_GUESS = 65_000.0
 
 _DEF_NAME = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
@@ -113,6 +119,7 @@ class _Query:
         self.budget = budget
         self.clock = clock if clock is not None else Clock(None)
         self.spent = 0  # bytes parsed under the budget
+        self.parse_bytes, self.parse_seconds = 0, 0.0  # what the time budget has parsed, and how fast
         #: What each budgeted search left unparsed: (which budget, its description) → files.
         self.unsearched: dict[tuple[str, str], dict[str, SourceFile]] = {}
         #: The files discovery found under the roots, and the installed top-level packages the
@@ -122,6 +129,8 @@ class _Query:
         self.report_exclude = report_exclude
         self.r = Resolver(index)
         self.r.clock = self.clock
+        # Past the time budget no module is parsed any more; what is parsed is still read.
+        self.r.modules.guard = self.clock.spent
         self.receivers = Receivers(self.r)
         self.words = Words(index)
         self.symbol = symbol
@@ -253,7 +262,10 @@ class _Query:
                 else:
                     left.add(sf.abspath)
                     self.unsearched.setdefault(("parse budget", what), {})[sf.abspath] = sf
-            left |= self._parse_in_time(take, what)
+            cut = self._parse_in_time(take, what)
+            # Bytes the clock left unparsed are not spent: the byte budget names only what it left itself.
+            self.spent -= sum(len(data(sf)) for sf in take if sf.abspath in cut and sf.abspath not in forced)
+            left |= cut
         return self.index.load_files([sf for sf in files if sf.abspath not in left])
 
     def _parse_in_time(self, files: list[SourceFile], what: str) -> set[str]:
@@ -261,10 +273,6 @@ class _Query:
         go to :attr:`unsearched` (their abspaths are returned)."""
         i = 0
         while i < len(files):
-            if self.clock.spent():
-                for sf in files[i:]:
-                    self.unsearched.setdefault(("time budget", what), {})[sf.abspath] = sf
-                return {sf.abspath for sf in files[i:]}
             batch: list[SourceFile] = []
             size = 0
             # PERF: a batch as big as a parse pool is worth (and ~1 s of parsing on one core at most), so
@@ -273,8 +281,25 @@ class _Query:
                 batch.append(files[i])
                 size += len(self.index.data(files[i]))
                 i += 1
+            # A parse cannot be stopped halfway: a batch that would end past the budget at the rate seen
+            # so far (a 350 KB file takes seconds on a loaded machine) is not started.
+            if self.clock.spent() or not self.clock.fits(size / self.rate()):
+                self.clock.stop()  # the answer is cut: from here on nothing more is parsed or resolved
+                left = files[i - len(batch):]
+                for sf in left:
+                    self.unsearched.setdefault(("time budget", what), {})[sf.abspath] = sf
+                return {sf.abspath for sf in left}
+            t = time.monotonic()
             self.index.load_files(batch)
+            self.parse_bytes += size
+            self.parse_seconds += time.monotonic() - t
         return set()
+
+    def rate(self) -> float:
+        """Bytes of source this lookup parses a second, as measured so far (before that, a cautious guess)."""
+        if self.parse_seconds < 0.2:
+            return _PARSE_RATE_GUESS
+        return max(self.parse_bytes / self.parse_seconds, 1.0)
 
     def _searchable(self, files: list[SourceFile]) -> list[SourceFile]:
         """``files`` less those of installed packages that no definition found lies in: an installed package
@@ -458,7 +483,10 @@ class _Query:
                 recv = receiver_of(cs.func) if not any(x.target.kind == "def" for x in res) else None
                 # Typed dispatch matters only for methods: a receiver of any type cannot make a call of a
                 # function (no class holds the definitions) a call site, nor stop one being one.
-                types = self.receivers.types_of((facts.module, cs.scope), recv) if recv and cs.scope and classes else None
+                try:
+                    types = self.receivers.types_of((facts.module, cs.scope), recv) if recv and cs.scope and classes else None
+                except OutOfTime:
+                    types = None  # the clock says the answer is cut
                 if types is not None:
                     # Typed dispatch: `self.quant_method.apply(...)` with the receiver declared as a base
                     # of the class holding this `apply` (or the class itself, or a subclass) calls it; a
@@ -530,15 +558,21 @@ def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
     """The answer, and the installed packages looked for (top-level name → found)."""
     packages = package_roots(index.files, report_exclude)
     q = _Query(index, symbol, report_exclude, budget, clock)
-    if at is not None:
-        q.at(*at)
-    elif "." in symbol:
-        if not q.dotted():
-            q.class_member()
-    else:
-        q.bare()
+    try:
+        if at is not None:
+            q.at(*at)
+        elif "." in symbol:
+            if not q.dotted():
+                q.class_member()
+        else:
+            q.bare()
+    except OutOfTime:
+        pass  # the bindings found so far; the clock says the answer is cut
     defs, unresolved, keys = q.collect()
-    sites = q.call_sites(defs, keys) if defs else []
+    try:
+        sites = q.call_sites(defs, keys) if defs else []
+    except OutOfTime:
+        sites = []
     if q.dynamic_receiver is not None and not defs:
         defs = q.candidates()  # candidates only: their call sites would be every call of the name
     unresolved += q.budget_unresolved()
