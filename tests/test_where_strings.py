@@ -137,3 +137,27 @@ def test_a_negative_time_budget_is_a_usage_error():
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1] == (
         "castfind: --time-budget -1.0: expected seconds (such as 5 or 2.5), or 0 for no limit")
+
+
+# --------------------------------------------------------------------------- installed packages
+
+def test_an_installed_package_is_searched_for_calls_only_when_a_definition_lies_in_it(tmp_path, monkeypatch):
+    app = tmp_path / "src" / "app"
+    app.mkdir(parents=True)
+    (app / "__init__.py").write_text("")
+    (app / "kern.py").write_text("def fuse(x):\n    return x\n")
+    # Importing the installed package's own `fuse` makes the lookup index that package.
+    (app / "main.py").write_text("from app.kern import fuse\nfrom castfind_probe_ext36 import fuse as other_fuse\n\n"
+                                 "def go():\n    return fuse(other_fuse(1))\n")
+    ext = tmp_path / "site" / "castfind_probe_ext36"
+    ext.mkdir(parents=True)
+    (ext / "__init__.py").write_text("def fuse(x):\n    return -x\n")
+    (ext / "calls.py").write_text("from app.kern import fuse\n\ndef run():\n    return fuse(2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    import importlib
+
+    importlib.invalidate_caches()
+    res = where(Index(discover([str(tmp_path / "src")]), jobs=1, follow_installed=True), "fuse", budget=None)
+    assert [(d.qualname, d.line) for d in res.definitions] == [("app.kern.fuse", 1)]
+    # calls.py calls app.kern.fuse, but no definition found lies in castfind_probe_ext36: it is not searched.
+    assert [(c.path, c.line) for c in res.call_sites] == [("app/main.py", 5)]
