@@ -17,20 +17,21 @@ __all__ = ["ScanRun", "open_index", "scan", "where"]
 
 def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
           report_exclude: tuple[str, ...] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET,
-          **index_options) -> WhereResult:
+          seconds: float | None = None, **index_options) -> WhereResult:
     """Resolve ``symbol`` across ``roots``: definitions, the chain of hops to each, call sites.
 
     Call sites in files that ``report_exclude`` matches (default: the first root's
     ``[tool.castfind] report-exclude``) are marked as test call sites. ``budget``: bytes of uncached
     source the lookup may parse for aliases and call sites (None: no limit; the files left are
-    named in an ``unresolved`` entry). Raises ConfigError.
+    named in an ``unresolved`` entry). ``seconds``: the lookup's time budget (None: the default or
+    ``$CASTFIND_WHERE_TIME_BUDGET``; 0: none). Raises ConfigError, and WhereError for a bad query or budget.
     """
     if report_exclude is None:
         report_exclude = report_exclude_for(roots)
     index_options.setdefault("follow_installed", True)
     index = open_index(roots, **index_options)
     try:
-        return _where(index, symbol, at, report_exclude, budget)
+        return _where(index, symbol, at, report_exclude, budget, seconds)
     finally:
         index.save()
 

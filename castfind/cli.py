@@ -214,7 +214,7 @@ def where(o: Any) -> None:
         res = api.where(o.symbol, list(o.root or []), at_loc, exclude=tuple(o.exclude or ()), cache_dir=o.cache_dir,
                         use_cache=not o.no_cache, jobs=n_jobs, follow_installed=o.follow_installed,
                         max_file_size=_size(o.max_file_size), progress=_progress("parsing"),
-                        budget=_budget(o.parse_budget))
+                        budget=_budget(o.parse_budget), seconds=o.time_budget)
     except (DiscoveryError, WhereError, OutputPathError, ConfigError) as e:
         _fail(str(e))
     from castfind.report.where_text import where_output

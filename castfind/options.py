@@ -100,6 +100,10 @@ WHERE: tuple[Option, ...] = (
     Option("parse_budget", ("--parse-budget",), str, "512K",
            "Parse at most this much uncached source to find aliases and call sites "
            "(0: no limit); files left unsearched are listed under unresolved.", metavar="SIZE"),
+    # castfind.where.answer.DEFAULT_TIME_BUDGET and TIME_BUDGET_ENV, in words (a test holds them equal).
+    Option("time_budget", ("--time-budget",), float | None, None,
+           "Stop parsing and resolving after this many seconds (default 6, or $CASTFIND_WHERE_TIME_BUDGET; "
+           "0: no limit); what is left is listed under unresolved and the answer is not cached.", metavar="SECONDS"),
 )
 
 # --------------------------------------------------------------------------- scan

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from castfind import cli, options, quick
 from castfind.store.discover import DEFAULT_MAX_FILE_SIZE, parse_size
-from castfind.where.answer import DEFAULT_PARSE_BUDGET
+from castfind.where.answer import DEFAULT_PARSE_BUDGET, DEFAULT_TIME_BUDGET, TIME_BUDGET_ENV
 
 COMMANDS = {"scan": options.SCAN, "where": options.WHERE}
 
@@ -56,6 +56,8 @@ def test_one_default_for_each_size() -> None:
     assert parse_size(options.MAX_FILE_SIZE.default) == DEFAULT_MAX_FILE_SIZE
     where_budget = next(o for o in options.WHERE if o.name == "parse_budget")
     assert parse_size(where_budget.default) == DEFAULT_PARSE_BUDGET
+    seconds = next(o for o in options.WHERE if o.name == "time_budget")
+    assert f"(default {DEFAULT_TIME_BUDGET:g}, or ${TIME_BUDGET_ENV};" in seconds.help
     parsed = quick._parse(["scan", "x"])
     assert parsed is not None and parsed.max_file_size == DEFAULT_MAX_FILE_SIZE and parsed.jobs == 0
 

@@ -152,6 +152,8 @@ MLA_GKB = Def(
     Loc(SK, POOL, "def get_key_buffer(", after="class MLAPool("),
 )
 FALLBACK_RMS = Def("servekit.utils.compat.fast_rms_norm", "function", Loc(SK, COMPAT, "def fast_rms_norm("))
+# `rmsnorm = fast_rms_norm`: a module-level alias the lookup goes through is a definition too (issue 36).
+RMSNORM_ALIAS = Def("servekit.utils.compat.rmsnorm", "alias", Loc(SK, COMPAT, "rmsnorm = fast_rms_norm", after="def fast_rms_norm("))
 PICK_IF = Def(
     "servekit.utils.compat.pick_moe_backend",
     "function",
@@ -353,7 +355,9 @@ def _check_shape(data: dict, roots: tuple[str, ...]) -> None:
 
     assert set(data) == {"symbol", "definitions", "call_sites", "unresolved"}
     for definition in data["definitions"]:
-        assert set(definition) == {"qualname", "kind", "root", "path", "line", "chain"}
+        # An alias names the definition it stands for (issue 36).
+        extra = {"target"} if definition["kind"] == "alias" and "target" in definition else set()
+        assert set(definition) == {"qualname", "kind", "root", "path", "line", "chain"} | extra
         assert definition["kind"] in KINDS
         assert definition["root"] in roots, "root must be the --root value as given"
         assert 1 <= definition["line"] <= file_lines(definition["root"], definition["path"])
@@ -428,7 +432,8 @@ def test_dotted_symbol(symbol):
         proc = run_where(symbol, as_json=False)
         assert proc.returncode == 1, f"{symbol} must not resolve:\n{proc.stdout}{proc.stderr}"
         return
-    assert def_keys(where_json(symbol)) == {expected.key()}
+    # A module-level `Name = OtherName` on the way is listed too, as an alias of the definition (issue 36).
+    assert {k for k in def_keys(where_json(symbol)) if k[1] != "alias"} == {expected.key()}
 
 
 @needs_where
@@ -487,8 +492,13 @@ def test_nested_def_of_the_same_name_is_reported_apart_from_the_module_level_one
 @needs_where
 def test_module_level_alias_is_a_hop_to_the_module_level_def():
     """Case 5/8: ``moe_forward = cutlass_like_moe`` at module level names the module-level def."""
-    found = definition(where_json("kernelkit.fused.core.moe_forward"), MOE)
+    data = where_json("kernelkit.fused.core.moe_forward")
+    found = definition(data, MOE)
     assert (CORE, MOE_ALIAS.line) in {(hop["path"], hop["line"]) for hop in found["chain"]}
+    # The alias itself is a definition of moe_forward, listed first (its name is the one asked for).
+    alias = data["definitions"][0]
+    assert (alias["qualname"], alias["kind"], alias["path"], alias["line"], alias["target"]) == (
+        "kernelkit.fused.core.moe_forward", "alias", CORE, MOE_ALIAS.line, MOE.qualname)
 
 
 @needs_where
@@ -535,7 +545,7 @@ def test_module_getattr_lazy_import():
     ("symbol", "expected"),
     [
         ("servekit.utils.compat.fast_rms_norm", {RMS_NORM, FALLBACK_RMS}),  # try import / except def
-        ("servekit.utils.compat.rmsnorm", {RMS_NORM, FALLBACK_RMS}),  # alias of that conditional name
+        ("servekit.utils.compat.rmsnorm", {RMSNORM_ALIAS, RMS_NORM, FALLBACK_RMS}),  # alias of that conditional name
         ("servekit.utils.compat.pick_moe_backend", {PICK_IF, PICK_ELSE}),  # if / else defs
         ("servekit.utils.compat.MOE_TILE_M", {TILE_M}),  # alias of a constant
     ],

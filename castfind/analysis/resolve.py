@@ -19,6 +19,7 @@ the scan use; underscore methods are this module's own.
 from __future__ import annotations
 
 import ast
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -40,7 +41,7 @@ from castfind.read.facts import (
 )
 from castfind.store.index import Index
 from castfind.store.memo import Tracker
-from castfind.store.modules import Modules
+from castfind.store.modules import Modules, OutOfTime
 from castfind.store.words import Words
 
 _MAX_DEPTH = 160  # about 3.5 Python frames per unit: well inside the default recursion limit
@@ -53,6 +54,30 @@ STEP_BUDGET = 20_000
 #: bound to a value castfind does not follow), ``instance`` (of a class), ``param`` (a parameter:
 #: its value is unknown), ``unresolved`` (dynamic: ``reason`` says why).
 TargetKind = Literal["def", "module", "variable", "alias", "instance", "param", "unresolved"]
+
+
+class Clock:
+    """A time budget of ``seconds`` (None: none), counted from its creation. :meth:`spent` says whether it
+    ran out; once it has, :attr:`out` stays True (an answer cut by it is not the full answer)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        #: The budget as given, in seconds (None: none).
+        self.seconds = seconds
+        self._end = None if seconds is None else time.monotonic() + seconds
+        self.out = False
+
+    def fits(self, seconds: float) -> bool:
+        """Would work of ``seconds`` end within the budget, started now?"""
+        return self._end is None or time.monotonic() + seconds <= self._end
+
+    def stop(self) -> None:
+        """End the budget now (work that would not fit was left)."""
+        self.out = True
+
+    def spent(self) -> bool:
+        if self._end is not None and not self.out and time.monotonic() > self._end:
+            self.out = True
+        return self.out
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +134,8 @@ class Resolver:
         self._walk_start = 0  # ``steps`` when the outermost resolution now running began
         self._nesting = 0
         self.budget = STEP_BUDGET
+        #: The lookup's time budget: past it every resolution still running stops (``_over``).
+        self.clock = Clock(None)
         self._words: Words | None = None
 
     # -- budgets --------------------------------------------------------------------------------
@@ -120,10 +147,11 @@ class Resolver:
         return self.steps - self._walk_start <= self.budget
 
     def _over(self, module: str, line: int, name: str, what: str) -> list[Resolved]:
-        """The ``unresolved`` entry a branch becomes past the depth or step budget."""
+        """The ``unresolved`` entry a branch becomes past the depth, step or time budget."""
+        why = (f"the lookup's time budget ({self.clock.seconds:g} s) ran out; --time-budget 0 has no limit"
+               if self.clock.out else f"{name or 'this value'} needs more than {_MAX_DEPTH} hops or {self.budget} steps")
         return [Resolved(Target("unresolved", module, line=line, name=name,
-                                reason=f"castfind stopped following {what}: {name or 'this value'} "
-                                       f"needs more than {_MAX_DEPTH} hops or {self.budget} steps"), ())]
+                                reason=f"castfind stopped following {what}: {why}"), ())]
 
     # -- helpers --------------------------------------------------------------------------------
     def hop(self, module: str, line: int, kind: HopKind) -> Hop:
@@ -136,7 +164,10 @@ class Resolver:
         """Definitions of a module by qualname."""
 
         def compute() -> dict[str, Definition]:
-            f = self.modules.facts(module)
+            try:
+                f = self.modules.facts(module)
+            except OutOfTime:
+                return {}  # the lookup is cut (its clock says so): what it answers says what is left
             return {x.qualname: x for x in f.definitions} if f else {}
 
         return self.tracker.cached(("definitions", module), compute, {})
@@ -162,7 +193,15 @@ class Resolver:
 
     def _memoised(self, key: tuple[str, str, str], compute: Callable[[], list[Resolved]]) -> list[Resolved]:
         # A re-entrant look-up (an import cycle) sees nothing.
-        return self.tracker.cached(("resolve", *key), compute, [])
+        return self.tracker.cached(("resolve", *key), lambda: self._or_over(compute, key[0], key[2]), [])
+
+    def _or_over(self, compute: Callable[[], list[Resolved]], module: str, name: str) -> list[Resolved]:
+        """``compute()``, or the ``unresolved`` entry it becomes when it needs a module parsed after the time
+        budget ran out (:class:`~castfind.store.modules.OutOfTime`)."""
+        try:
+            return compute()
+        except OutOfTime as e:
+            return self._over(module, 0, name, f"{name or 'a name'} into {e.args[0]}")
 
     def _lookup(self, module: str, name: str, depth: int) -> list[Resolved]:
         facts = self.modules.facts(module)
@@ -398,6 +437,8 @@ class Resolver:
         self._nesting += 1
         try:
             return self._resolve_expr(module, scope, expr, depth, index)
+        except OutOfTime as e:
+            return self._over(module, 0, dotted(expr) or "", f"an expression in {module} into {e.args[0]}")
         finally:
             self._nesting -= 1
 
@@ -430,7 +471,7 @@ class Resolver:
                             and f"{r.target.module}.{r.target.definition.qualname}".startswith(local)) for r in got):
                         # `lazy("pkg.sub", "fn")`: the literal strings may say what it returns (or what
                         # the closure it returns calls), which beats "computed at run time".
-                        bound = self._bind_strings(t.definition, expr, {})
+                        bound = self._bind_strings(module, scope, t.definition, expr, {})
                         if bound:
                             got = self._dispatched(t.module, t.definition, bound, depth + 1) or got
                     out += [Resolved(r.target, (*fn.chain, *r.chain)) for r in got]
@@ -438,41 +479,110 @@ class Resolver:
         return []
 
     # -- string dispatch ------------------------------------------------------------------------
-    @staticmethod
-    def _string(expr: Expr, env: dict[str, str]) -> str | None:
-        """A string literal, or a name bound to one in ``env``."""
+    # A module path and an attribute name passed as strings (``lazy("pkg.ops", "fn")``) are values:
+    # they flow through parameters (and their string defaults), closures' free variables, local names
+    # and helper calls, each call with its own literals, into ``import_module``/``__import__`` and
+    # ``getattr``. A string computed at run time (an f-string, a join of variables) is no value here:
+    # what it feeds stays ``unresolved``.
+
+    def _enclosing(self, module: str, scope: str) -> list[str]:
+        """``scope`` and the function scopes around it, innermost first, then the module ('')."""
+        defs = self.definitions(module)
+        out = []
+        while scope:
+            d = defs.get(scope)
+            if d is None:
+                break
+            if d.kind != "class":
+                out.append(scope)
+            scope = d.parent
+        return [*out, ""]
+
+    def _local_values(self, module: str, scope: str, name: str) -> list[Expr] | None:
+        """What ``name`` is assigned in the innermost enclosing scope that binds it (None: a parameter
+        or no assignment castfind sees)."""
+        facts = self.modules.facts(module)
+        if facts is None:
+            return None
+        defs = self.definitions(module)
+        for s in self._enclosing(module, scope):
+            d = defs.get(s)
+            if d is not None and name in d.params:
+                return None
+            vals = [a.value for a in facts.assigns if a.scope == s and a.target == name and a.index is None
+                    and not a.loop]
+            if vals:
+                return vals
+        return None
+
+    def _string(self, module: str, scope: str, expr: Expr, env: dict[str, str]) -> str | None:
+        """A string literal, a name bound to one in ``env`` (parameters, free variables), or a name
+        assigned one literal (and nothing else) in an enclosing scope."""
         if isinstance(expr, Const):
             try:
                 value = ast.literal_eval(expr.text)
             except (ValueError, SyntaxError, MemoryError, RecursionError):
-                return None
+                return None  # an f-string, a concatenation: computed at run time
             return value if isinstance(value, str) else None
         if isinstance(expr, Name):
-            return env.get(expr.id)
+            if expr.id in env:
+                return env[expr.id]
+            vals = self._local_values(module, scope, expr.id)
+            if vals is not None and len(vals) == 1 and isinstance(vals[0], Const):
+                return self._string(module, scope, vals[0], {})
         return None
 
-    def _bind_strings(self, fn: Definition, call: Call, env: dict[str, str]) -> tuple[tuple[str, str], ...]:
-        """The parameters of ``fn`` that ``call`` passes a string literal (or a name of ``env``)."""
+    def _module_named(self, module: str, scope: str, expr: Expr, env: dict[str, str], hops: int = 0) -> str | None:
+        """The module an expression imports by name: ``import_module(s)``, ``__import__(s, fromlist=…)``
+        (the top-level package without ``fromlist``), or a local name assigned one of them."""
+        if isinstance(expr, Name) and hops < 4:
+            vals = self._local_values(module, scope, expr.id)
+            if vals is not None and len(vals) == 1:
+                return self._module_named(module, scope, vals[0], env, hops + 1)
+            return None
+        if not isinstance(expr, Call) or not expr.args:
+            return None
+        fname = (dotted(expr.func) or "").rsplit(".", 1)[-1]
+        if fname not in ("import_module", "__import__"):
+            return None
+        name = self._string(module, scope, expr.args[0], env)
+        if name is None or name.startswith("."):
+            return None
+        if fname == "__import__" and len(expr.args) < 4 and not any(k == "fromlist" for k, _ in expr.kwargs):
+            return name.split(".")[0]
+        return name
+
+    def _bind_strings(self, module: str, scope: str, fn: Definition, call: Call,
+                      env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        """The parameters of ``fn`` that ``call`` passes a string (a literal or a name that holds one),
+        then those it leaves to a string default."""
         out: dict[str, str] = {}
+        passed: set[str] = set()
         params = fn.params[1:] if fn.kind == "method" and "staticmethod" not in fn.decorators else fn.params
         for param, arg in zip(params[: fn.positional], call.args, strict=False):
-            if (v := self._string(arg, env)) is not None:
+            passed.add(param)
+            if (v := self._string(module, scope, arg, env)) is not None:
                 out[param] = v
         for key, arg in call.kwargs:
-            if key in params and (v := self._string(arg, env)) is not None:
+            passed.add(key)
+            if key in params and (v := self._string(module, scope, arg, env)) is not None:
                 out[key] = v
+        for param, default in fn.param_strings:
+            if param not in passed:
+                out[param] = default
         return tuple(sorted(out.items()))
 
     def _dispatched(self, module: str, fn: Definition, bound: tuple[tuple[str, str], ...],
                     depth: int) -> list[Resolved]:
-        """What ``fn`` returns when its parameters hold the strings ``bound``: ``getattr(import_module(
-        mod), attr)``, a helper called with them, or a closure that calls what such a helper returns."""
+        """What ``fn`` returns when the names ``bound`` hold those strings (its parameters, and the free
+        variables of an enclosing call): ``getattr(import_module(mod), attr)``, a helper called with
+        them, or a closure that calls what such a helper returns."""
         if depth > _MAX_DEPTH or not self._step():
             return self._over(module, fn.line, fn.name, f"what {fn.qualname} returns for {dict(bound)}")
         self._nesting += 1
         try:
-            return self.tracker.cached(("dispatch", module, fn.qualname, bound),
-                                       lambda: self._dispatched_now(module, fn, dict(bound), depth), [])
+            return self.tracker.cached(("dispatch", module, fn.qualname, bound), lambda: self._or_over(
+                lambda: self._dispatched_now(module, fn, dict(bound), depth), module, fn.name), [])
         finally:
             self._nesting -= 1
 
@@ -482,44 +592,73 @@ class Resolver:
             return []
         out: list[Resolved] = []
         call_hop = self.hop(module, fn.line, "call")
-        defs = self.definitions(module)
         for ret in facts.returns:
-            if ret.scope != fn.qualname:
-                continue
-            h = self.hop(module, ret.line, "return")
-            for r in self._dispatch_value(module, fn.qualname, ret.value, env, depth):
-                out.append(Resolved(r.target, (call_hop, h, *r.chain)))
-            nested = defs.get(f"{fn.qualname}.<locals>.{ret.value.id}") if isinstance(ret.value, Name) else None
-            if nested is None:
-                continue
-            # A closure returned: `def call(*a): return lazy(mod, attr)(*a)` calls what the strings name.
-            for inner in facts.returns:
-                if inner.scope == nested.qualname and isinstance(inner.value, Call) \
-                        and isinstance(inner.value.func, Call):
-                    h2 = self.hop(module, inner.line, "return")
-                    for r in self._dispatch_value(module, nested.qualname, inner.value.func, env, depth):
-                        out.append(Resolved(r.target, (call_hop, h, h2, *r.chain)))
+            if ret.scope == fn.qualname:
+                h = self.hop(module, ret.line, "return")
+                for r in self._dispatch_value(module, fn.qualname, ret.value, env, depth + 1, closure=True):
+                    out.append(Resolved(r.target, (call_hop, h, *r.chain)))
         return out
 
-    def _dispatch_value(self, module: str, scope: str, value: Expr, env: dict[str, str],
-                        depth: int) -> list[Resolved]:
+    def _dispatch_value(self, module: str, scope: str, value: Expr, env: dict[str, str], depth: int,
+                        closure: bool = False) -> list[Resolved]:
+        """What ``value`` (in ``scope``, the strings ``env`` bound) names. ``closure``: a nested def it
+        names stands for what that def calls (the factory's closure calls the kernel)."""
+        if depth > _MAX_DEPTH or not self._step():
+            return self._over(module, 0, dotted(value) or "", f"a string-dispatched value in {module}")
+        if isinstance(value, Name):
+            nested = self.definitions(module).get(f"{scope}.<locals>.{value.id}")
+            if nested is not None and closure and nested.kind == "function":
+                return self._closure_calls(module, nested, env, depth + 1)
+            vals = self._local_values(module, scope, value.id)
+            return [r for v in vals or () for r in self._dispatch_value(module, scope, v, env, depth + 1)]
         if not isinstance(value, Call):
             return []
-        fname = dotted(value.func)
-        if fname == "getattr" and len(value.args) >= 2 and isinstance(value.args[0], Call) \
-                and (dotted(value.args[0].func) or "").split(".")[-1] == "import_module" and value.args[0].args:
-            mod, attr = self._string(value.args[0].args[0], env), self._string(value.args[1], env)
-            if mod is None or attr is None or mod.startswith("."):
-                return []
+        if (dotted(value.func) or "").rsplit(".", 1)[-1] == "getattr" and len(value.args) >= 2:
+            mod = self._module_named(module, scope, value.args[0], env)
+            attr = self._string(module, scope, value.args[1], env)
+            if mod is None or attr is None:
+                # Reached with some strings bound, but not these: they are computed at run time.
+                what = "the module path" if mod is None else "the attribute name"
+                return [Resolved(Target("unresolved", module, line=self._line_of_return(module, scope, value),
+                                        name=dotted(value.args[0]) or "",
+                                        reason=f"getattr of a module imported by name: {what} is computed at run time"), ())]
             return self._attribute_of(mod, attr, depth)
+        imported = self._module_named(module, scope, value, env)
+        if imported is not None:
+            return [Resolved(Target("module", imported, name=imported.rsplit(".", 1)[-1]), ())] \
+                if self.modules.has(imported) else []
         out: list[Resolved] = []
         for fn in self.resolve_expr(module, scope, value.func, depth + 1):
             t = fn.target
             if t.kind == "def" and t.definition is not None and t.definition.kind != "class":
-                bound = self._bind_strings(t.definition, value, env)
+                d = t.definition
+                # A nested helper sees the enclosing call's strings (its free variables) as well as its own.
+                inherited = env if t.module == module and d.parent and (
+                    scope == d.parent or scope.startswith(d.parent + ".")) else {}
+                bound = tuple(sorted({**inherited, **dict(self._bind_strings(module, scope, d, value, env))}.items()))
                 if bound:
-                    out += [Resolved(r.target, (*fn.chain, *r.chain))
-                            for r in self._dispatched(t.module, t.definition, bound, depth + 1)]
+                    out += [Resolved(r.target, (*fn.chain, *r.chain)) for r in self._dispatched(t.module, d, bound, depth + 1)]
+        return out
+
+    def _line_of_return(self, module: str, scope: str, value: Expr) -> int:
+        """The line of the ``return`` (or assignment) in ``scope`` whose value is ``value``."""
+        facts = self.modules.facts(module)
+        if facts is None:
+            return 0
+        lines = [r.line for r in facts.returns if r.scope == scope and r.value == value]
+        lines += [a.line for a in facts.assigns if a.scope == scope and a.value == value]
+        return min(lines, default=0)
+
+    def _closure_calls(self, module: str, fn: Definition, env: dict[str, str], depth: int) -> list[Resolved]:
+        """What a closure returned by a factory calls (``return lazy(mod, attr)(*a)``, ``return
+        _kernel()(*a)``, ``k = _kernel(); return k(*a)``), its free variables bound by ``env``."""
+        facts = self.modules.facts(module)
+        out: list[Resolved] = []
+        for ret in facts.returns if facts is not None else ():
+            if ret.scope == fn.qualname and isinstance(ret.value, Call):
+                h = self.hop(module, ret.line, "return")
+                for r in self._dispatch_value(module, fn.qualname, ret.value.func, env, depth + 1):
+                    out.append(Resolved(r.target, (h, *r.chain)))
         return out
 
     def returns_of(self, module: str, fn: Definition, index: int | None, depth: int) -> list[Resolved]:
@@ -530,8 +669,8 @@ class Resolver:
         self._nesting += 1
         try:
             # A recursive helper (directly or through others) sees nothing of itself while it is walked.
-            return self.tracker.cached(("returns", module, fn.qualname, index),
-                                       lambda: self._returns_of(module, fn, index, depth), [])
+            return self.tracker.cached(("returns", module, fn.qualname, index), lambda: self._or_over(
+                lambda: self._returns_of(module, fn, index, depth), module, fn.name), [])
         finally:
             self._nesting -= 1
 
@@ -570,7 +709,10 @@ class Resolver:
         if depth > _MAX_DEPTH or not self._step():
             return self._over(module, cls.line, attr, f"the bases of {cls.qualname}")
         seen = seen | {(module, cls.qualname)}
-        facts = self.modules.facts(module)
+        try:
+            facts = self.modules.facts(module)
+        except OutOfTime as e:
+            return self._over(module, cls.line, attr, f"the bases of {cls.qualname} into {e.args[0]}")
         if facts is None:
             return []
         own = self._bindings_in(facts, cls.qualname, attr, depth)

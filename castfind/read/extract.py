@@ -361,6 +361,7 @@ class _Walker(TokenWalker):
         returns: tuple[str, ...] = ()
         param_types: tuple[tuple[str, tuple[str, ...]], ...] = ()
         defaults: tuple[tuple[str, str], ...] = ()
+        strings: tuple[tuple[str, str], ...] = ()
         if isinstance(node, cst.ClassDef):
             bases = tuple(b for b in (_name_of(a.value) for a in node.bases if a.keyword is None) if b)
             params: tuple[str, ...] = ()
@@ -376,6 +377,8 @@ class _Walker(TokenWalker):
             positional = len(ps.posonly_params) + len(ps.params)
             defaults = tuple((p_.name.value, _literal_text(p_.default)) for p_ in named
                              if p_.default is not None and _literal_text(p_.default))
+            strings = tuple((p_.name.value, v) for p_ in named if isinstance(p_.default, cst.SimpleString)
+                            and isinstance(v := p_.default.evaluated_value, str))
             if isinstance(ps.star_arg, cst.Param):
                 params += (ps.star_arg.name.value,)
             if ps.star_kwarg is not None:
@@ -385,7 +388,7 @@ class _Walker(TokenWalker):
         decorators = tuple(d for d in (_name_of(dec.decorator) for dec in node.decorators) if d)  # type: ignore[attr-defined]
         self.definitions.append(
             Definition(p["qual"], node.name.value, p["kind"], start, end, p["parent"], p["cond"],  # type: ignore[attr-defined]
-                       bases, decorators, params, positional, returns, param_types, defaults)
+                       bases, decorators, params, positional, returns, param_types, defaults, strings)
         )
 
     # -- statements ----------------------------------------------------------------------------

@@ -260,6 +260,9 @@ class Definition:
     #: The parameters whose default is a literal (a number, ``True``/``False``/``None``), with its text:
     #: what a constructor parameter stands for when no configuration binds it.
     param_defaults: tuple[tuple[str, str], ...] = ()
+    #: The parameters whose default is a plain string literal, with the string (``mod="pkg.ops"`` →
+    #: ``(("mod", "pkg.ops"),)``): what a module or attribute name passed as a string is when no call binds it.
+    param_strings: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,8 @@ def render_where(res: WhereResult) -> str:
             out.append(f"  did you mean: {', '.join(res.suggestions)}?")
         return "".join(shown(line) + "\n" for line in out)
     for d in res.definitions:
-        out.append(f"{d.path}:{d.line}  {d.qualname}  ({d.kind})  [{d.root}]")
+        target = f" → {d.target}" if d.target else ""
+        out.append(f"{d.path}:{d.line}  {d.qualname}  ({d.kind}{target})  [{d.root}]")
         if d.dynamic:
             out.append(f"    dynamic: {d.reason}")
         for h in d.chain:

@@ -93,6 +93,11 @@ class Tracker:
             for t in self._open:
                 t.update(deps)
 
+    def forget(self) -> None:
+        """Drop every value memoised so far: computations cut short (a lookup's time budget ran out) left
+        values that are not the whole answer, and a later computation must not replay them."""
+        self._values.clear()
+
     def cached(self, key: Hashable, compute: Callable[[], T], pending: T) -> T:
         """``compute()``, once per run per ``key``; a re-entrant call (a cycle) sees ``pending``."""
         got = self._values.get(key)

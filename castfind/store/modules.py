@@ -10,6 +10,7 @@ that module later could change what a carried result (:mod:`castfind.store.memo`
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,10 @@ from castfind.store.index import Index
 
 if TYPE_CHECKING:
     from castfind.read.facts import FileFacts
+
+
+class OutOfTime(Exception):
+    """A module's facts were asked for after its reader's time ran out (:attr:`Modules.guard`), and it is not parsed."""
 
 
 class Modules:
@@ -30,6 +35,9 @@ class Modules:
         for sf in index.files:
             self.by_module.setdefault(sf.module, sf)
         self._installed_tops: dict[str, bool] = {}
+        #: When set and true: no module may be parsed any more (a lookup's time budget ran out); facts
+        #: already parsed or cached are still read.
+        self.guard: Callable[[], bool] | None = None
 
     def file(self, module: str) -> SourceFile | None:
         """The file that defines ``module``, or None."""
@@ -44,9 +52,14 @@ class Modules:
         return self.file(module) is not None
 
     def facts(self, module: str) -> FileFacts | None:
-        """Facts of a module (parsed on first use); None when no such module is known."""
+        """Facts of a module (parsed on first use); None when no such module is known. Raises
+        :class:`OutOfTime` when the module would have to be parsed and :attr:`guard` says no more may be."""
         sf = self.file(module)
-        return None if sf is None else self.index.facts_of(sf)
+        if sf is None:
+            return None
+        if self.guard is not None and self.guard() and self.index.load_known([sf]):
+            raise OutOfTime(module)
+        return self.index.facts_of(sf)
 
     def is_package(self, module: str) -> bool:
         sf = self.file(module)

@@ -28,6 +28,35 @@ from castfind.store.modules import Modules
 DEFAULT_PARSE_BUDGET = 512 * 1024  # --parse-budget 512K
 
 
+#: Seconds one lookup may spend parsing and resolving (the definition chain, aliases, call sites) before
+#: what is left is named in ``unresolved``. PERF: a person waits for ``where``; 10 s cold, whole process, on
+#: two loaded cores is the bound; starting Python, importing castfind and discovering the roots of both
+#: wheels take ~1.5 s of it there. A parse cannot stop halfway: one that would not end within the budget at
+#: the rate measured is not started. None: no budget (``--time-budget 0``).
+DEFAULT_TIME_BUDGET = 6.0
+#: The environment variable that sets the time budget when ``--time-budget`` is not given (0: none).
+#: The test suite sets it to 0: an answer must not depend on how loaded the machine is.
+TIME_BUDGET_ENV = "CASTFIND_WHERE_TIME_BUDGET"
+
+
+def time_budget(given: float | None = None) -> float | None:
+    """The time budget in seconds (None: none): ``given`` (``--time-budget``), else ``$CASTFIND_WHERE_TIME_BUDGET``,
+    else :data:`DEFAULT_TIME_BUDGET`; 0 means none. Raises :class:`WhereError` for a negative or unreadable value."""
+    source = "--time-budget"
+    if given is None:
+        text = os.environ.get(TIME_BUDGET_ENV, "").strip()
+        if not text:
+            return DEFAULT_TIME_BUDGET
+        source = TIME_BUDGET_ENV
+        try:
+            given = float(text)
+        except ValueError:
+            raise WhereError(f"{TIME_BUDGET_ENV}={text}: expected seconds (such as 5 or 2.5), or 0 for no limit") from None
+    if not given >= 0:  # NaN too
+        raise WhereError(f"{source} {given}: expected seconds (such as 5 or 2.5), or 0 for no limit")
+    return None if given == 0 else given
+
+
 class WhereError(Exception):
     """A usage error: malformed symbol, ``--at`` naming no indexed file."""
 
@@ -54,6 +83,9 @@ class WhereDefinition:
     #: A candidate, not a resolution: the receiver's type is unknown (``reason`` says why).
     dynamic: bool = False
     reason: str = ""
+    #: For an ``alias`` (``PublicName = _Private`` at module level, on the way to a definition): the
+    #: qualified name of the definition it stands for.
+    target: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -61,6 +93,8 @@ class WhereDefinition:
             "line": self.line,
             "chain": [{"path": h.path, "line": h.line, "kind": h.kind, "text": h.text} for h in self.chain],
         }
+        if self.target:
+            out["target"] = self.target
         if self.dynamic:
             out["dynamic"] = True
             out["reason"] = self.reason
@@ -159,7 +193,8 @@ def store_answer(index: Index, key: str, result: WhereResult, installed: dict[st
 def _to_plain(r: WhereResult) -> tuple[Any, ...]:
     """The answer as tuples of plain values (what :mod:`castfind.read.codec` stores)."""
     defs = tuple((d.qualname, d.kind, d.root, d.path, d.line,
-                  tuple((h.root, h.path, h.line, h.kind, h.text) for h in d.chain), d.exact, d.dynamic, d.reason)
+                  tuple((h.root, h.path, h.line, h.kind, h.text) for h in d.chain), d.exact, d.dynamic, d.reason,
+                  d.target)
                  for d in r.definitions)
     return (r.symbol, defs, tuple((c.root, c.path, c.line, c.test) for c in r.call_sites),
             tuple((u.root, u.path, u.line, u.reason) for u in r.unresolved), r.suggestions, r.diagnostics,
@@ -172,7 +207,7 @@ def _from_plain(t: tuple[Any, ...]) -> WhereResult:
         raise TypeError("not a carried where answer")
     return WhereResult(
         symbol,
-        tuple(WhereDefinition(q, k, root, path, line, tuple(Hop(*h) for h in chain), exact, dyn, reason)
-              for q, k, root, path, line, chain, exact, dyn, reason in defs),
+        tuple(WhereDefinition(q, k, root, path, line, tuple(Hop(*h) for h in chain), exact, dyn, reason, target)
+              for q, k, root, path, line, chain, exact, dyn, reason, target in defs),
         tuple(Location(*c) for c in sites), tuple(Unresolved(*u) for u in unresolved), tuple(sugg), tuple(diags),
         dict(stats), tuple(Package(*p) for p in packages))

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import difflib
 import re
+import time
 from collections.abc import Callable
 
 from castfind.analysis.receivers import Receivers, receiver_of
-from castfind.analysis.resolve import Resolved, Resolver, Target, written_module
+from castfind.analysis.resolve import Clock, Resolved, Resolver, Target, written_module
 from castfind.core.scope import DEFAULT_REPORT_EXCLUDE, in_scope
 from castfind.core.sourcetext import CALL_GAP, TextTest
 from castfind.core.types import Hop
 from castfind.read.facts import Attr, Call, Const, Expr, FileFacts, Name, Seq, from_dotted
 from castfind.store.discover import SourceFile, package_roots
 from castfind.store.index import Index
+from castfind.store.memo import Tracker
+from castfind.store.modules import OutOfTime
 from castfind.store.words import Words
 from castfind.where.answer import (
     DEFAULT_PARSE_BUDGET,
@@ -31,10 +34,15 @@ from castfind.where.answer import (
     check_symbol,
     load_answer,
     store_answer,
+    time_budget,
 )
 
 __all__ = ["DEFAULT_PARSE_BUDGET", "Location", "Unresolved", "WhereDefinition", "WhereError", "WhereResult",
            "carried_answer", "where"]
+
+#: Bytes of source parsed a second before a lookup has measured its own rate: libcst extracts ~130 KB a
+#: second on an idle core; a loaded one does about half.
+_PARSE_RATE_GUESS = 65_000.0
 
 _DEF_NAME = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
@@ -106,14 +114,23 @@ def _kind_rank(d: WhereDefinition) -> tuple[int, int]:
 
 class _Query:
     def __init__(self, index: Index, symbol: str, report_exclude: tuple[str, ...] = (),
-                 budget: int | None = DEFAULT_PARSE_BUDGET) -> None:
+                 budget: int | None = DEFAULT_PARSE_BUDGET, clock: Clock | None = None) -> None:
         self.index = index
         self.budget = budget
+        self.clock = clock if clock is not None else Clock(None)
         self.spent = 0  # bytes parsed under the budget
-        #: What each budgeted search left unparsed: its description → files.
-        self.unsearched: dict[str, dict[str, SourceFile]] = {}
+        self.parse_bytes, self.parse_seconds = 0, 0.0  # what the time budget has parsed, and how fast
+        #: What each budgeted search left unparsed: (which budget, its description) → files.
+        self.unsearched: dict[tuple[str, str], dict[str, SourceFile]] = {}
+        #: The files discovery found under the roots, and the installed top-level packages the
+        #: definitions found lie in (:meth:`collect`): the files searched for aliases and calls.
+        self.discovered = {sf.abspath for sf in index.files}
+        self.entered: frozenset[str] = frozenset()
         self.report_exclude = report_exclude
         self.r = Resolver(index)
+        self.r.clock = self.clock
+        # Past the time budget no module is parsed any more; what is parsed is still read.
+        self.r.modules.guard = self.clock.spent
         self.receivers = Receivers(self.r)
         self.words = Words(index)
         self.symbol = symbol
@@ -221,14 +238,13 @@ class _Query:
     # -- parsing under the budget ------------------------------------------------------------------
     def _load(self, files: list[SourceFile], what: str, must: Callable[[SourceFile], bool] | None = None,
               cap: int | None = None, first: Callable[[SourceFile], bool] | None = None) -> list[FileFacts]:
-        """The facts of ``files``: those cached, those ``must`` selects, and the others while the budget
+        """The facts of ``files``: those cached, those ``must`` selects, and the others while the byte budget
         lasts (and the bytes spent stay within ``cap``): those ``first`` selects (a direct import of the
         definition), then the rest, each group smallest first; the files left go to :attr:`unsearched`.
-        ``first`` files may spend the whole budget, past ``cap``: they are the likeliest hits."""
-        if self.budget is None:
-            return self.index.load_files(files)
-        misses = self.index.load_known(files)
-        left: set[str] = set()
+        ``first`` files may spend the whole budget, past ``cap``: they are the likeliest hits. Files are
+        parsed in that order while the time budget lasts; those it leaves go to :attr:`unsearched` too."""
+        misses = self.index.load_known(self._searchable(files))
+        left: set[str] = {sf.abspath for sf in files} - {sf.abspath for sf in self._searchable(files)}
         if misses:
             data = self.index.data
             take = [sf for sf in misses if must is not None and must(sf)]
@@ -238,25 +254,71 @@ class _Query:
                           key=lambda sf: (sf.abspath not in ahead, len(data(sf)), sf.path))
             for sf in rest:
                 size = len(data(sf))
-                limit = self.budget if cap is None or sf.abspath in ahead else min(cap, self.budget)
-                if self.spent + size <= limit:
+                limit = None if self.budget is None else (
+                    self.budget if cap is None or sf.abspath in ahead else min(cap, self.budget))
+                if limit is None or self.spent + size <= limit:
                     self.spent += size
                     take.append(sf)
                 else:
                     left.add(sf.abspath)
-                    self.unsearched.setdefault(what, {})[sf.abspath] = sf
-            self.index.load_files(take)
+                    self.unsearched.setdefault(("parse budget", what), {})[sf.abspath] = sf
+            cut = self._parse_in_time(take, what)
+            # Bytes the clock left unparsed are not spent: the byte budget names only what it left itself.
+            self.spent -= sum(len(data(sf)) for sf in take if sf.abspath in cut and sf.abspath not in forced)
+            left |= cut
         return self.index.load_files([sf for sf in files if sf.abspath not in left])
+
+    def _parse_in_time(self, files: list[SourceFile], what: str) -> set[str]:
+        """Parse ``files`` in order, a batch at a time, while the time budget lasts; the files it leaves
+        go to :attr:`unsearched` (their abspaths are returned)."""
+        i = 0
+        while i < len(files):
+            batch: list[SourceFile] = []
+            size = 0
+            # PERF: a batch as big as a parse pool is worth (and ~1 s of parsing on one core at most), so
+            # the clock is read often enough to hold the budget without giving up the pool.
+            while i < len(files) and len(batch) < 24 and size < 128 * 1024:
+                batch.append(files[i])
+                size += len(self.index.data(files[i]))
+                i += 1
+            # A parse cannot be stopped halfway: a batch that would end past the budget at the rate seen
+            # so far (a 350 KB file takes seconds on a loaded machine) is not started.
+            if self.clock.spent() or not self.clock.fits(size / self.rate()):
+                self.clock.stop()  # the answer is cut: from here on nothing more is parsed or resolved
+                left = files[i - len(batch):]
+                for sf in left:
+                    self.unsearched.setdefault(("time budget", what), {})[sf.abspath] = sf
+                return {sf.abspath for sf in left}
+            t = time.monotonic()
+            self.index.load_files(batch)
+            self.parse_bytes += size
+            self.parse_seconds += time.monotonic() - t
+        return set()
+
+    def rate(self) -> float:
+        """Bytes of source this lookup parses a second, as measured so far (before that, a cautious guess)."""
+        if self.parse_seconds < 0.2:
+            return _PARSE_RATE_GUESS
+        return max(self.parse_bytes / self.parse_seconds, 1.0)
+
+    def _searchable(self, files: list[SourceFile]) -> list[SourceFile]:
+        """``files`` less those of installed packages that no definition found lies in: an installed package
+        is searched for aliases and calls only when the symbol's own chain enters it."""
+        return [sf for sf in files if sf.abspath in self.discovered or sf.module.split(".")[0] in self.entered]
 
     def budget_unresolved(self) -> list[Unresolved]:
         """One entry per budgeted search that left files unparsed."""
         out = []
-        for what, left in self.unsearched.items():
+        for (why, what), left in self.unsearched.items():
             files = sorted(left.values(), key=lambda sf: (sf.root, sf.path))
             count = f"1 file {what} (this one)" if len(files) == 1 else f"{len(files)} files {what}, this one first"
-            out.append(Unresolved(files[0].root, files[0].path, 0, (
-                f"not searched (parse budget): {count}; a lookup parses at most {self.budget:,} bytes of uncached "
-                "source, --parse-budget 0 searches them all")))
+            if why == "parse budget":
+                limit = (f"a lookup parses at most {self.budget:,} bytes of uncached source, "
+                         "--parse-budget 0 searches them all")
+            else:
+                limit = (f"a lookup stops parsing after {self.clock.seconds:g} s, "
+                         "--time-budget 0 searches them all")
+            out.append(Unresolved(files[0].root, files[0].path, 0, f"not searched ({why}): {count}; {limit}"))
         return out
 
     def _bindings(self, facts: FileFacts) -> None:
@@ -292,6 +354,10 @@ class _Query:
                 wd = WhereDefinition(f"{t.module}.{d.qualname}", d.kind, sf.root, sf.path, d.line,
                                      self._chain(res.chain, t), d.name == self.name)
                 keys.add((t.module, d.qualname))
+                for alias in self._aliases_on(res.chain, wd.qualname):
+                    k = (alias.root, alias.path, alias.line)
+                    if k not in defs or len(alias.chain) < len(defs[k].chain):
+                        defs[k] = alias
             elif t.kind == "module":
                 wd = WhereDefinition(t.module, "module", sf.root, sf.path, 1, res.chain, t.module.endswith(self.name))
             elif t.kind in ("alias", "variable"):
@@ -307,9 +373,25 @@ class _Query:
                 defs[k] = wd
         ranked = sorted(defs.values(), key=lambda d: (*_kind_rank(d), d.path, d.line))
         modules = {(sf.root, sf.path): sf.module for sf in self.index.files}
+        self.entered = frozenset(m.split(".")[0] for m, _ in keys)
         self.homes = frozenset({m for m, _ in keys} | {modules[(h.root, h.path)] for d in ranked for h in d.chain
                                                       if h.kind == "import" and (h.root, h.path) in modules})
         return ranked, sorted(unresolved.values(), key=lambda u: (u.path, u.line)), keys
+
+    def _aliases_on(self, chain: tuple[Hop, ...], target: str) -> list[WhereDefinition]:
+        """The module-level ``Name = OtherName`` bindings the chain goes through: each is a definition of
+        ``Name`` as much as the definition it stands for (``target``) is."""
+        out = []
+        for i, h in enumerate(chain):
+            sf = self.index.file_for_path(f"{h.root}/{h.path}") if h.kind == "alias" and h.root else None
+            if sf is None:
+                continue
+            for a in self.index.facts_of(sf).assigns:
+                if a.line == h.line and a.scope == "" and a.index is None and "." not in a.target \
+                        and isinstance(a.value, (Name, Attr)):
+                    out.append(WhereDefinition(f"{sf.module}.{a.target}", "alias", sf.root, sf.path, a.line,
+                                               chain[: i + 1], a.target == self.name, target=target))
+        return out
 
     def _chain(self, chain: tuple[Hop, ...], t: Target) -> tuple[Hop, ...]:
         if not chain:
@@ -337,6 +419,12 @@ class _Query:
         results of functions that return them), until no file adds a new one."""
         done: set[str] = set()
         returners: set[str] = set()
+        # A closure a factory returns is a new function object per call: two names bound to two calls of
+        # the factory share its definition, not its calls. A binding of a call's result is an alias only
+        # when it reaches a definition that is one object (not nested in a function); a binding of the
+        # name itself (an import, `x = name`) always is.
+        shared = {k for k in keys if ".<locals>." in k[1]}
+        own = keys - shared
         while True:
             todo = sorted((names | returners) - done)
             if not todo:
@@ -356,11 +444,11 @@ class _Query:
                         returners.add(ret.scope.rsplit(".", 1)[-1])
                 for a in facts.assigns:
                     value = a.value
-                    aliased = _refers(value, names) or (isinstance(value, Call) and (
-                        _refers(value.func, returners) or _names_string(value, names)))
+                    called = isinstance(value, Call) and (_refers(value.func, returners) or _names_string(value, names))
                     target = a.target.rsplit(".", 1)[-1]
                     # `_` is the conventional discard: calls through it are not worth reading every file.
-                    if target != "_" and aliased and self._hits(self.r.resolve_binding(facts, a), keys):
+                    if target != "_" and (_refers(value, names) or called) and self._hits(
+                            self.r.resolve_binding(facts, a), keys if _refers(value, names) else own):
                         names.add(target)
                 for imp in facts.imports:
                     if imp.name in names and self._hits(self.r.resolve_binding(facts, imp), keys):
@@ -371,7 +459,10 @@ class _Query:
                         names.add(lz.name)
 
     def call_sites(self, defs: list[WhereDefinition], keys: set[tuple[str, str]]) -> list[Location]:
-        names = self.alias_names({self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs}, keys)
+        # The definitions' own names are searched too, but not a factory's closure's: every binding of
+        # the factory's result would become a call site of this one.
+        names = self.alias_names({self.name} | {d.qualname.rsplit(".", 1)[-1] for d in defs
+                                                if ".<locals>." not in d.qualname}, keys)
         methods_only = bool(defs) and all(d.kind == "method" for d in defs)
         classes = self._classes_of(keys)
         out: dict[tuple[str, int], Location] = {}
@@ -392,7 +483,10 @@ class _Query:
                 recv = receiver_of(cs.func) if not any(x.target.kind == "def" for x in res) else None
                 # Typed dispatch matters only for methods: a receiver of any type cannot make a call of a
                 # function (no class holds the definitions) a call site, nor stop one being one.
-                types = self.receivers.types_of((facts.module, cs.scope), recv) if recv and cs.scope and classes else None
+                try:
+                    types = self.receivers.types_of((facts.module, cs.scope), recv) if recv and cs.scope and classes else None
+                except OutOfTime:
+                    types = None  # the clock says the answer is cut
                 if types is not None:
                     # Typed dispatch: `self.quant_method.apply(...)` with the receiver declared as a base
                     # of the class holding this `apply` (or the class itself, or a subclass) calls it; a
@@ -433,46 +527,59 @@ def _names_string(call: Call, names: set[str]) -> bool:
 
 def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
           report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE,
-          budget: int | None = DEFAULT_PARSE_BUDGET) -> WhereResult:
+          budget: int | None = DEFAULT_PARSE_BUDGET, seconds: float | None = None) -> WhereResult:
     """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query.
 
     Call sites in files ``report_exclude`` matches are marked ``test``; the top-level packages
     found under the roots come back in ``packages``. With a cache, the answer is carried: the same
     query on the same tree (every file's content key, and the installed packages it looked for
     found where they were) is read back instead of resolved again (``stats["outcome"]``).
-    ``budget``: :data:`DEFAULT_PARSE_BUDGET` (None: no limit)."""
+    ``budget``: :data:`DEFAULT_PARSE_BUDGET` (None: no limit). ``seconds``: the time budget
+    (:func:`~castfind.where.answer.time_budget`: None is the default, 0 none); an answer it cut is
+    not stored (``stats["time_out"]``), and the next lookup computes the whole answer again."""
     check_symbol(symbol)
+    clock = Clock(time_budget(seconds))
     key = answer_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
     if key is not None:
         got = load_answer(index, key)
         if got is not None:
             return got
-    result, installed = _resolve_where(index, symbol, at, report_exclude, budget)
-    if key is not None:
+    result, installed = _resolve_where(index, symbol, at, report_exclude, budget, clock)
+    if clock.out:
+        Tracker.of(index).forget()  # values memoised past the deadline are cut short
+    elif key is not None:
         store_answer(index, key, result, installed)
     return result
 
 
 def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
-                   report_exclude: tuple[str, ...], budget: int | None) -> tuple[WhereResult, dict[str, bool]]:
+                   report_exclude: tuple[str, ...], budget: int | None,
+                   clock: Clock) -> tuple[WhereResult, dict[str, bool]]:
     """The answer, and the installed packages looked for (top-level name → found)."""
     packages = package_roots(index.files, report_exclude)
-    q = _Query(index, symbol, report_exclude, budget)
-    if at is not None:
-        q.at(*at)
-    elif "." in symbol:
-        if not q.dotted():
-            q.class_member()
-    else:
-        q.bare()
+    q = _Query(index, symbol, report_exclude, budget, clock)
+    try:
+        if at is not None:
+            q.at(*at)
+        elif "." in symbol:
+            if not q.dotted():
+                q.class_member()
+        else:
+            q.bare()
+    except OutOfTime:
+        pass  # the bindings found so far; the clock says the answer is cut
     defs, unresolved, keys = q.collect()
-    sites = q.call_sites(defs, keys) if defs else []
+    try:
+        sites = q.call_sites(defs, keys) if defs else []
+    except OutOfTime:
+        sites = []
     if q.dynamic_receiver is not None and not defs:
         defs = q.candidates()  # candidates only: their call sites would be every call of the name
     unresolved += q.budget_unresolved()
     sugg = q.suggestions() if not defs and not unresolved else []
     stats = {"files": len(index.files), "parsed": index.parsed, "loaded": index.loaded, "steps": q.r.steps,
-             "outcome": "computed", "unsearched": sum(len(v) for v in q.unsearched.values())}
+             "outcome": "computed", "unsearched": sum(len(v) for v in q.unsearched.values()),
+             "time_out": clock.out}
     return (WhereResult(symbol, tuple(defs), tuple(sites), tuple(unresolved), tuple(sugg),
                         tuple(index.diagnostics), stats, packages), q.r.modules.installed_looked_for())
 
