@@ -90,6 +90,7 @@ class _Charts(HTMLParser):
         self._open: int | None = None
         self._depth = 0
         self._style = False  # inside the SVG's <style>: CSS, not labels
+        self._glue = False  # after a <wbr>: the text goes on in the same word
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -106,6 +107,7 @@ class _Charts(HTMLParser):
         if self._open is not None and tag == "div":
             self._depth += 1
         self._style = self._style or tag == "style"
+        self._glue = tag == "wbr" and self._open is not None
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "style":
@@ -117,7 +119,12 @@ class _Charts(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._open is not None and not self._style:
-            self.text[self._open].append(data)
+            words = self.text[self._open]
+            if self._glue and words:
+                words[-1] += data
+            else:
+                words.append(data)
+        self._glue = False
 
 
 WIDTH = 800  # px: about a pull-request comment's width on GitHub
@@ -156,7 +163,7 @@ def test_every_chart_renders_with_every_node(tmp_path: Path) -> None:
         assert "<svg" not in shown
         where = f"{display_path(f.root, f.path)}:{f.line}"
         wanted = ["hot path", "where the buffer comes from", *(markdown.short_name(h, f.module, f.function)[0]
-                  for h in f.hot_path), *f.provenance, f.expr[:40], where]
+                  for h in f.hot_path), *markdown.provenance_steps(f), f.expr[:40], where]
         missing = [label for label in wanted if _flat(label) not in shown]
         assert missing == [], (html.unescape(shown), charts[i])
         assert parsed.width[i] <= WIDTH, charts[i]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from castfind import cli
+from castfind import api, cli
 from castfind.core.types import Cost, CostCheck
 from castfind.report import ScanReport, display_path, markdown
+from tests.support import REPO
 from tests.test_ci_formats import FIX, NASTY, WARN
 
 runner = CliRunner()
@@ -46,12 +47,12 @@ def test_the_chart_is_top_down_in_two_labelled_lanes_into_the_cast() -> None:
     f = replace(NASTY, cost=COST)
     chart = markdown.flowchart(f).splitlines()
     where = f"{display_path(f.root, f.path)}:{f.line}"
-    assert chart == [
+    assert [line.replace("<wbr>", "") for line in chart] == [
         "flowchart TD",
         '  subgraph hot["hot path"]',
         '    h0(["Model.forward_decode<br>pkg"])',
         '    h1["Attn[#quot;x#quot;].run<br>pkg"]',
-        f'    h2["Pool.get#lt;T#gt;<br>{display_path(f.root, f.path)}"]',
+        '    h2["Pool.get#lt;T#gt;<br>pkg"]',
         "    h0 --> h1",
         "    h1 --> h2",
         "  end",
@@ -66,6 +67,41 @@ def test_the_chart_is_top_down_in_two_labelled_lanes_into_the_cast() -> None:
         "  h2 --> cast",
         "  p2 -.-> cast",
     ]
+    # A dotted name or a path may break after each dot, slash, parenthesis or comma (Mermaid wraps a label
+    # at about 200 px, at the places it may break): never before a space or a ")".
+    assert chart[3] == '    h1["Attn[#quot;x#quot;].<wbr>run<br>pkg"]'
+    assert chart[15] == f'  cast["cast buf[#quot;k|v#quot;].<wbr>to(<wbr>#35;dtype)<br>{_breaks(where)}"]'
+    assert markdown.flowchart(replace(NASTY, provenance=("f(x, y) = g() (line 3)",))).count(
+        'p0[/"f(<wbr>x, y) = g() (<wbr>') == 1
+
+
+def _breaks(text: str) -> str:
+    return re.sub(r"([./(,])(?=[^)\s])", r"\1<wbr>", text)
+
+
+def test_each_provenance_step_with_a_line_names_its_file() -> None:
+    """``(line N)`` gets the file the walk was in: the cast's, then each caller's after a step that crosses
+    into it. Checked against the files: the line named holds the assignment the step quotes."""
+    root = REPO / "fixtures" / "calls"
+    found = api.scan([str(root)], use_cache=False, jobs=1).report.findings
+    f = next(f for f in found if (f.path, f.line) == ("callpkg/kernels.py", 13))
+    assert markdown.provenance_steps(f) == [
+        "flat = pages.view(pages.shape[0], -1) (callpkg/kernels.py:12)",
+        ".view() is a view",
+        "callpkg/backend.py:15 Backend.forward_decode passes cache as pages of attend",
+        "cache = self.pool.get_kv_buffer(layer.layer_id) (callpkg/backend.py:14)",
+        "get_kv_buffer() returns the whole kv-cache",
+    ]
+    checked = 0
+    for g in found:
+        for step in markdown.provenance_steps(g):
+            m = re.fullmatch(r"(\w+) = .* \((.+):(\d+)\)", step)
+            if m is not None:
+                lines = (root / m.group(2)).read_text(encoding="utf-8").splitlines()
+                assert lines[int(m.group(3)) - 1].strip().startswith(f"{m.group(1)} ="), (step, g.path, g.line)
+                checked += 1
+        assert not any("(line " in step for step in markdown.provenance_steps(g))
+    assert checked >= 4
 
 
 def test_a_chart_without_provenance_or_hot_path_has_only_its_lane() -> None:

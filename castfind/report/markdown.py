@@ -22,20 +22,24 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 
 from castfind.core.names import shown
 from castfind.core.types import Finding
 from castfind.report import ReportContext, ScanReport, display_path
 from castfind.report.text import format_bytes, summary
 
-__all__ = ["MERMAID_ENTITY", "code_span", "cost_cell", "flowchart", "measured_cell", "mermaid_label", "render",
-           "render_report", "short_name", "table_text"]
+__all__ = ["MERMAID_ENTITY", "code_span", "cost_cell", "flowchart", "measured_cell", "mermaid_label", "provenance_steps",
+           "render", "render_report", "short_name", "table_text"]
 
 #: Characters written as Mermaid entity codes inside a label (``#35;`` is decimal 35).
 MERMAID_ENTITY = {'"': "#quot;", "#": "#35;", "<": "#lt;", ">": "#gt;", "&": "#amp;", "`": "#96;"}
 _MERMAID_SPECIAL = re.compile("[" + re.escape("".join(MERMAID_ENTITY)) + "]")
 _MD_PUNCT = re.compile(r"([\\`*_\[\]<>|~])")
 _CAST_SHOWN = 80  # characters of the cast expression shown in its node
+_BREAK = re.compile(r"([./(,])(?=[^)\s])")  # not before a space (one breaks there) or a closing parenthesis
+_LINE_ONLY = re.compile(r"\(line (\d+)\)")
+_CROSSING = re.compile(r"^(.+?\.pyi?):\d+ \S+ passes .+ as \S+ of \S+$")
 
 
 def mermaid_label(text: str) -> str:
@@ -67,8 +71,31 @@ def _shorten(text: str, limit: int) -> str:
 
 def _lines(*parts: str) -> str:
     """A quoted Mermaid label of several lines: each part escaped as :func:`mermaid_label` does, joined by
-    ``<br>`` (the one piece of HTML a label holds; Mermaid keeps it under ``securityLevel: strict``)."""
-    return '"' + "<br>".join(mermaid_label(p)[1:-1] for p in parts if p) + '"'
+    ``<br>``, with a ``<wbr>`` (a place the line may break, no text) after each ``.``, ``/``, ``(`` and ``,``:
+    Mermaid wraps a label at about 200 px, but only where it may break, and a dotted name or a path has
+    no space. Those two tags are the only HTML a label holds (Mermaid keeps them under ``securityLevel:
+    strict``)."""
+    return '"' + "<br>".join(_BREAK.sub(r"\1<wbr>", mermaid_label(p)[1:-1]) for p in parts if p) + '"'
+
+
+def provenance_steps(f: Finding) -> list[str]:
+    """The finding's provenance, from the cast back to the buffer, with the file on each step that names a
+    line: a step ``kv = ... (line 259)`` is in the file the walk is in then, the cast's own until a step
+    ``PATH:LINE caller passes ARG as PARAM of callee`` (castfind.analysis.summaries) crosses into a caller,
+    after which it is ``PATH``. Paths as the steps give them: relative to the root, like :attr:`Finding.path`."""
+    here = f.path
+    out = []
+    for step in f.provenance:
+        crossing = _CROSSING.match(step)
+        if crossing is not None:
+            here = crossing.group(1)
+        out.append(_LINE_ONLY.sub(_in_file(here), step))
+    return out
+
+
+def _in_file(path: str) -> Callable[[re.Match[str]], str]:
+    """A ``re.sub`` replacement: ``(line N)`` as ``(PATH:N)``."""
+    return lambda m: f"({path}:{m.group(1)})"
 
 
 def short_name(qualified: str, module: str = "", function: str = "") -> tuple[str, str]:
@@ -87,10 +114,10 @@ def short_name(qualified: str, module: str = "", function: str = "") -> tuple[st
 
 def flowchart(f: Finding) -> str:
     """The Mermaid ``flowchart`` of one finding, drawn top-down so that it stays legible at a comment's width:
-    a lane "hot path" (entry point → … → the function that casts: short names over their module, the
-    last over its file) and a lane "where the buffer comes from" (where the buffer is allocated, when its
-    cost was read, ``Class.attribute`` over ``file:line``; then the provenance from where the walk back
-    ended down to the cast), both into the cast (its expression over its ``file:line``)."""
+    a lane "hot path" (entry point → … → the function that casts: short names over their module) and a lane
+    "where the buffer comes from" (where the buffer is allocated, when its cost was read, ``Class.attribute``
+    over ``file:line``; then the provenance from where the walk back ended down to the cast, each step with
+    its file, :func:`provenance_steps`), both into the cast (its expression over its ``file:line``)."""
     where = f"{display_path(f.root, f.path)}:{f.line}"
     lines = ["flowchart TD"]
     last = len(f.hot_path) - 1
@@ -98,12 +125,12 @@ def flowchart(f: Finding) -> str:
         lines.append(f"  subgraph hot[{mermaid_label('hot path')}]")
         for i, function in enumerate(f.hot_path):
             name, module = short_name(function, f.module, f.function)
-            label = _lines(name, display_path(f.root, f.path) if i == last else module)
+            label = _lines(name, module)
             lines.append(f"    h{i}([{label}])" if i == 0 else f"    h{i}[{label}]")
         lines += [f"    h{i - 1} --> h{i}" for i in range(1, len(f.hot_path))]
         lines.append("  end")
     # Provenance is written from the cast back to the buffer; drawn from the buffer to the cast.
-    steps = [mermaid_label(step) for step in reversed(f.provenance)]
+    steps = [_lines(step) for step in reversed(provenance_steps(f))]
     if f.cost is not None and f.cost.holder:
         steps.insert(0, _lines(f"allocated as {f.cost.holder}", f.cost.declared))
     if steps:
