@@ -5,8 +5,9 @@ the static cost per step when the finding has one and the device time a trace me
 bytes when a trace was joined) and, for each error, a ``<details>`` block (summary: rule, file:line,
 function, cost) that holds its message, its fix and a Mermaid ``flowchart TD`` with two labelled lanes:
 "hot path" (entry point → … → the function that casts, by short name, ``Class.method``) and "where the
-buffer comes from" (the provenance, from where the walk back from the cast ended down to the cast),
-both into the cast node (its expression and ``file:line``). Top-down with labels wrapped by Mermaid, a
+buffer comes from" (its allocation when the cost was read, then the provenance, from where the walk
+back from the cast ended down to the cast, each step that names a line with its file), both into the
+cast node (its expression and ``file:line``). Top-down with labels wrapped by Mermaid, a
 chart stays narrow enough that its text is legible at a comment's width (tests/test_mermaid_render.py
 renders it 800 px wide and measures the text). GitHub renders Mermaid blocks natively.
 
@@ -14,8 +15,8 @@ Escaping: table cells escape ``|`` and Markdown's punctuation, code spans use a 
 than any backtick run inside. Mermaid labels are quoted, and every character that Mermaid
 or the HTML label would read (``"``, ``#``, ``<``, ``>``, ``&``, backtick) is written as one
 of Mermaid's entity codes (``#quot;``, ``#35;``, ...), so a label can never end early or turn
-into markup; the one tag castfind writes itself is ``<br>`` between a label's lines. HTML in a
-``<summary>`` is escaped with :func:`html.escape`.
+into markup; the only tags castfind writes itself are ``<br>`` between a label's lines and ``<wbr>``
+where a long name or path may break. HTML in a ``<summary>`` is escaped with :func:`html.escape`.
 """
 
 from __future__ import annotations
