@@ -179,3 +179,18 @@ def test_without_a_base_every_finding_is_reported(python: str, tmp_path: Path) -
     scan = run_step("Scan", repo, tmp_path, {"args": "--no-cache --exclude 'test/*'"}, github)
     assert scan.returncode == 1, scan.stderr
     assert [props["line"] for _, props, _ in map(parse_command, scan.stdout.splitlines())] == ["3", "4"]
+
+
+def test_the_readme_workflow_uses_the_action_as_it_is() -> None:
+    """README's workflow parses, passes only inputs action.yml has, runs on pushes too (they fill the facts cache
+    pull requests start from), and README's list of inputs names every input."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(# \.github/workflows/castfind\.yml\n.*?)```", readme, re.DOTALL)
+    assert block is not None
+    workflow = yaml.safe_load(block.group(1))
+    assert set(workflow[True]) == {"pull_request", "push"}  # YAML 1.1 reads the key `on` as True
+    step = next(s for s in workflow["jobs"]["castfind"]["steps"] if s.get("uses") == "./tools/castfind")
+    assert set(step["with"]) <= set(ACTION["inputs"])
+    listed = readme[readme.index("Inputs: `paths`"):]
+    listed = listed[:listed.index("\n\n")]
+    assert [name for name in ACTION["inputs"] if f"`{name}`" not in listed] == []
