@@ -297,7 +297,7 @@ def scan(o: Any) -> None:
             write_baseline=o.write_baseline, traces=tuple(o.trace or ()), demand=not o.eager,
             explain=explain_at is not None, stops=o.stops, exclude=tuple(o.exclude or ()),
             warn_unused_ignores=o.warn_unused_ignores, baseline_commit=o.baseline_commit,
-            include_tests=o.include_tests,
+            include_tests=o.include_tests, config=o.config,
             index=pipeline.IndexOptions(cache_dir=o.cache_dir, use_cache=not o.no_cache, jobs=n_jobs,
                                         max_file_size=_size(o.max_file_size), progress=_progress("parsing")),
             cost=pipeline.CostRequest(tuple(sets), o.model_config, o.kv_tokens, o.kv_cache_dtype),
