@@ -35,8 +35,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return top
 
 
-def _scan(cwd: Path, root: str, out: Path, *extra: str) -> dict[str, Path]:
-    """Scan ``root`` from ``cwd`` into one file per format; the text report goes to ``out/text``."""
+def _scan(cwd: Path, root: str, out: Path, *extra: str, code: int = 1) -> dict[str, Path]:
+    """Scan ``root`` from ``cwd`` into one file per format; the text report goes to ``out/text``. ``code``: the
+    exit code expected (1: minisrv has errors)."""
     out.mkdir(exist_ok=True)
     files = {name: out / name for name in ("text", "sarif", "json", "gitlab", "junit", "markdown", "github")}
     args = ["scan", root, "--no-cache", "-j", "1", "--output", str(files["text"]), "--sarif", str(files["sarif"]),
@@ -48,7 +49,7 @@ def _scan(cwd: Path, root: str, out: Path, *extra: str) -> dict[str, Path]:
         r = runner.invoke(cli.app, args)
     finally:
         os.chdir(old)
-    assert r.exit_code == 1, r.output  # minisrv has errors
+    assert r.exit_code == code, r.output
     return files
 
 
@@ -157,3 +158,21 @@ def test_repository_top_walks_up_to_a_git_entry(tmp_path: Path) -> None:
     assert repository_top(tmp_path / "top") == str(tmp_path / "top")
     (tmp_path / "top" / "a" / "x.py").write_text("")
     assert repository_top(tmp_path / "top" / "a" / "x.py") == str(tmp_path / "top")
+
+
+def test_a_baseline_matches_from_any_working_directory(repo: Path, tmp_path: Path) -> None:
+    """Baselines key a finding by its path relative to its scanned root, not by the path shown: one written from
+    the repository top hides the same findings when the scan runs from a subfolder with another root spelling."""
+    baseline = tmp_path / "baseline.json"
+    old = os.getcwd()
+    os.chdir(repo)
+    try:
+        r = runner.invoke(cli.app, ["scan", "srv", "--no-cache", "-j", "1", "--write-baseline", str(baseline)])
+    finally:
+        os.chdir(old)
+    assert r.exit_code in (0, 1), r.output
+    entries = json.loads(baseline.read_text())["findings"]
+    assert {e["path"] for e in entries} == {"minisrv/backend.py", "minisrv/pool.py"}
+    files = _scan(repo / "docs", "../srv", tmp_path / "out", "--baseline", str(baseline), code=0)
+    doc = json.loads(files["json"].read_text())
+    assert doc["findings"] == [] and doc["stats"]["baseline_hidden"] == 6
