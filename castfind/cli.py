@@ -305,7 +305,7 @@ def scan(o: Any) -> None:
             explain=explain_at is not None, stops=o.stops, exclude=tuple(o.exclude or ()),
             warn_unused_ignores=o.warn_unused_ignores, baseline_commit=o.baseline_commit,
             include_tests=o.include_tests, select=select or None, extend_select=_selectors(o.extend_select),
-            ignore=_selectors(o.ignore),
+            ignore=_selectors(o.ignore), config=o.config,
             index=pipeline.IndexOptions(cache_dir=o.cache_dir, use_cache=not o.no_cache, jobs=n_jobs,
                                         max_file_size=_size(o.max_file_size), progress=_progress("parsing")),
             cost=pipeline.CostRequest(tuple(sets), o.model_config, o.kv_tokens, o.kv_cache_dtype),

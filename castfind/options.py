@@ -154,6 +154,9 @@ SCAN: tuple[Option, ...] = (
     Option("baseline", ("--baseline",), str | None, None, "Hide findings recorded in this baseline file."),
     Option("write_baseline", ("--write-baseline",), str | None, None,
            "Record the current findings in this baseline file."),
+    Option("config", ("--config",), str | None, None,
+           "Read [tool.castfind] from this TOML file instead of the pyproject.toml found from the roots up to "
+           "the repository top.", metavar="FILE"),
     Option("trace", ("--trace",), list[str] | None, None, "A runtime trace (.castfind.jsonl) to join (repeatable)."),
     Option("explain", ("--explain",), str | None, None,
            "Say why each cast on that line (or the one at COL) was or was not flagged.", metavar="PATH:LINE[:COL]"),

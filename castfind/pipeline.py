@@ -29,7 +29,7 @@ from castfind.analysis import findings as fnd
 from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set, unreadable_set
 from castfind.analysis.cost import check as check_cost
 from castfind.core import sourcetext
-from castfind.core.config import Config, load_config, merge
+from castfind.core.config import Config, discover_config, load_config_file, merge
 from castfind.core.fsutil import OutputPathError, Owns, Protected, check_output_target, ensure_folder
 from castfind.core.inputs import InputError, read_input
 from castfind.core.rules import MEASURED_CAST, UNUSED_SUPPRESSION, Rule, RuleError, RuleSet, load_rules, rule_files
@@ -110,6 +110,8 @@ class ScanRequest:
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    #: ``--config FILE``: this file's ``[tool.castfind]`` instead of the one discovered from the roots.
+    config: str | None = None
     index: IndexOptions = field(default_factory=IndexOptions)
     cost: CostRequest = field(default_factory=CostRequest)
     #: The report files the caller will write: (option, path, what the document is, its ``owns`` check),
@@ -401,7 +403,10 @@ def _carried_outcome(index: Index, key: str) -> RunOutput | None:
 
 
 def _load_config(request: ScanRequest) -> Config:
-    """``[tool.castfind]`` from the first root's folder (a file's folder), else the current one."""
+    """``--config FILE`` when given; else ``[tool.castfind]`` discovered from the first root's folder (a file's
+    folder), else from the current one, up to the repository top (:func:`castfind.core.config.config_folder`)."""
+    if request.config is not None:
+        return load_config_file(request.config)
     if request.roots:
         folder = Path(request.roots[0])
     elif request.paths and not request.only:
@@ -410,7 +415,7 @@ def _load_config(request: ScanRequest) -> Config:
         folder = Path(".")
     if folder.is_file():
         folder = folder.parent
-    return load_config(folder) if folder.is_dir() else load_config(Path("."))
+    return discover_config(folder if folder.is_dir() else Path("."))
 
 
 def _check_only_files(paths: Sequence[str], roots: Sequence[str]) -> None:

@@ -38,7 +38,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from castfind import __version__, api, pipeline
-from castfind.core.config import Config, ConfigError, load_config
+from castfind.core.config import Config, ConfigError, discover_config
 from castfind.core.crash import debug
 from castfind.core.rules import UNUSED_SUPPRESSION, RuleError
 from castfind.core.types import Finding
@@ -71,7 +71,7 @@ class Folder:
     def of(cls, path: str) -> tuple[Folder, str | None]:
         """The folder with its configuration, and the problem with that configuration if any (then defaults)."""
         try:
-            config = load_config(path)
+            config = discover_config(path)
         except ConfigError as exc:
             return cls(path, (path,)), f"castfind: {exc}; using the defaults until it is fixed"
         roots = tuple(str(r) for r in config.roots) or (path,)

@@ -73,7 +73,8 @@ def fake_source(root: str, path: str, line: int) -> str | None:
 def test_text_exact_output() -> None:
     out = text.render(report(stats={"files": 120, "suppressed": 1, "baseline_hidden": 2}), fake_source)
     assert out.splitlines() == [
-        "python/sglang/srt/layers/attention/triton_backend.py:120:13: CF101 error " + ERROR.message,
+        # The root /root/sglang lies outside the working directory: the file is named absolutely.
+        "/root/sglang/python/sglang/srt/layers/attention/triton_backend.py:120:13: CF101 error " + ERROR.message,
         "    k = k_buffer.to(q.dtype)",
         "    hot path: ModelRunner.forward_decode → RadixAttention.forward → TritonAttnBackend.forward_decode",
         "    only when: not (_is_hip) (python/sglang/srt/model_executor/model_runner.py:40) and "
@@ -82,9 +83,9 @@ def test_text_exact_output() -> None:
         "    runtime: 78 calls × 34.0 MiB = 2.6 GiB, float8_e4m3fn→bfloat16 [61, 1, 576]",
         "    fix: Read the cache in its stored dtype in the kernel, or cast only the gathered rows.",
         "",
-        "python/sglang/srt/layers/moe/fused_moe.py:7:5: CF201 warning w13.float() casts a whole weight",
+        "/root/sglang/python/sglang/srt/layers/moe/fused_moe.py:7:5: CF201 warning w13.float() casts a whole weight",
         "",
-        "python/sglang/srt/layers/moe/fused_moe.py:30:5: CF301 info x.half() is cheap",
+        "/root/sglang/python/sglang/srt/layers/moe/fused_moe.py:30:5: CF301 info x.half() is cheap",
         "",
         "python/sglang/broken.py:3: invalid syntax",
         "/abs/trace.jsonl: truncated trace",
@@ -160,7 +161,8 @@ def test_source_cache_reads_once_and_tolerates_missing(tmp_path: Path) -> None:
 def test_json_exact_keys_and_round_trip() -> None:
     doc = json.loads(json_report.render(report()))
     assert list(doc) == ["findings", "diagnostics", "stats"]
-    assert doc["findings"] == [ERROR.to_dict(), WARNING.to_dict(), INFO.to_dict()]
+    # ``file``: root/path as every format names it (absolute here: /root/sglang is outside the working directory).
+    assert doc["findings"] == [{**f.to_dict(), "file": f"/root/sglang/{f.path}"} for f in (ERROR, WARNING, INFO)]
     assert doc["diagnostics"] == [d.to_dict() for d in DIAGS]
     assert doc["stats"] == {"files": 120}
     assert doc["findings"][0]["runtime"]["bytes_total"] == 78 * 34 * MiB

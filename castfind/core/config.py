@@ -1,4 +1,7 @@
-"""``[tool.castfind]`` in the scanned root's ``pyproject.toml``.
+"""``[tool.castfind]`` in ``pyproject.toml``: the nearest file with the table from a scanned root up to its
+repository top (:func:`config_folder`, as ruff finds its configuration), or a TOML file named by ``--config``
+(:func:`load_config_file`). Precedence: command-line options (:func:`merge`) > ``--config`` > discovered >
+defaults.
 
 Keys (kebab-case, as in the rest of ``pyproject.toml``)::
 
@@ -34,10 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from castfind.core.inputs import InputError, read_input
+from castfind.core.paths import repository_top
 from castfind.core.scope import DEFAULT_REPORT_EXCLUDE, check_pattern
 from castfind.core.types import SEVERITIES
 
-__all__ = ["KEYS", "Config", "ConfigError", "config_problems", "load_config", "merge"]
+__all__ = ["KEYS", "Config", "ConfigError", "config_folder", "config_problems", "discover_config", "load_config",
+           "load_config_file", "merge", "report_exclude_for"]
 
 PYPROJECT = "pyproject.toml"
 SECTION = "tool.castfind"
@@ -181,11 +186,15 @@ def _parse(table: Mapping[str, Any], folder: Path, path: Path) -> tuple[Config, 
     return Config(source=path, **values), problems
 
 
-def _read_section(root: Path) -> tuple[Path, Mapping[str, Any] | None]:
-    path = root / PYPROJECT
+def _read_section(path: Path, *, required: bool = False) -> tuple[Path, Mapping[str, Any] | None]:
+    """``path``'s ``[tool.castfind]`` table, or None when the file or the table is missing. ``required`` (a
+    file named by ``--config``): a missing file or table is a ConfigError too."""
     try:
         text = read_input(path, "pyproject").decode("utf-8")
     except FileNotFoundError:
+        if required:
+            raise ConfigError(path, None, "--config: no such file — name an existing pyproject.toml (or TOML "
+                                          f"file) with a [{SECTION}] table") from None
         return path, None
     except InputError as exc:
         raise ConfigError(path, None, str(exc)) from None
@@ -197,6 +206,9 @@ def _read_section(root: Path) -> tuple[Path, Mapping[str, Any] | None]:
         raise ConfigError(path, None, f"not valid TOML: {exc}") from exc
     tool = document.get("tool", {})
     if not isinstance(tool, dict) or "castfind" not in tool:
+        if required:
+            raise ConfigError(path, None, f"--config: the file has no [{SECTION}] table — add one, or name "
+                                          "another file")
         return path, None
     section = tool["castfind"]
     if not isinstance(section, dict):
@@ -210,7 +222,7 @@ def config_problems(root: str | Path) -> list[ConfigError]:
     :func:`load_config` stops at the first; this is for a command that lists them all.
     """
     try:
-        path, section = _read_section(Path(root))
+        path, section = _read_section(Path(root) / PYPROJECT)
     except ConfigError as exc:
         return [exc]
     if section is None:
@@ -218,13 +230,7 @@ def config_problems(root: str | Path) -> list[ConfigError]:
     return _parse(section, path.parent, path)[1]
 
 
-def load_config(root: str | Path) -> Config:
-    """The ``[tool.castfind]`` settings of ``root/pyproject.toml``, or the defaults.
-
-    Raises :class:`ConfigError` for an unreadable or invalid file, a section that is not a
-    table, an unknown key or a wrong type; the first problem found is raised.
-    """
-    path, section = _read_section(Path(root))
+def _config_of(path: Path, section: Mapping[str, Any] | None) -> Config:
     if section is None:
         return Config()
     config, problems = _parse(section, path.parent, path)
@@ -233,11 +239,61 @@ def load_config(root: str | Path) -> Config:
     return config
 
 
-def report_exclude_for(roots: Sequence[str]) -> tuple[str, ...]:
-    """``[tool.castfind] report-exclude`` as ``where`` reads it: from the first root's folder (a file's
-    folder), the current folder without roots. Raises ConfigError."""
-    first = Path(roots[0]) if roots else Path(".")
-    return load_config(first if first.is_dir() else first.parent).report_exclude
+def load_config(root: str | Path) -> Config:
+    """The ``[tool.castfind]`` settings of ``root/pyproject.toml``, or the defaults.
+
+    Raises :class:`ConfigError` for an unreadable or invalid file, a section that is not a
+    table, an unknown key or a wrong type; the first problem found is raised.
+    """
+    return _config_of(*_read_section(Path(root) / PYPROJECT))
+
+
+def load_config_file(path: str | Path) -> Config:
+    """``--config FILE``: the ``[tool.castfind]`` table of that TOML file, its paths relative to the file's
+    folder and held inside it as in any ``pyproject.toml``. A missing file, or a file without the table, is a
+    :class:`ConfigError` as any other problem is: a file named on purpose must be the one that applies."""
+    return _config_of(*_read_section(Path(path), required=True))
+
+
+def config_folder(start: str | Path) -> Path:
+    """The folder whose ``pyproject.toml`` configures a scan of ``start`` (a folder, or a file: its folder):
+    the nearest one, walking up from ``start`` to the top of its git repository
+    (:func:`castfind.core.paths.repository_top`, inclusive), whose ``pyproject.toml`` has a
+    ``[tool.castfind]`` table, as ruff finds its configuration. Outside a repository only ``start`` itself
+    is read (castfind never takes settings from a folder above the project it was pointed at). ``start`` when
+    none has one. A relative ``start`` gives a folder relative to the working directory where one can be
+    (``.`` for the top when it is the working directory). Raises ConfigError for a ``pyproject.toml`` on the
+    way that cannot be read or parsed."""
+    given = Path(start)
+    if not given.is_dir():
+        given = given.parent
+    here = os.path.abspath(given)
+    top = repository_top(here)
+    if top is None or not Path(here).is_relative_to(top):
+        return given
+    while True:
+        if _read_section(Path(here) / PYPROJECT)[1] is not None:
+            break
+        if here == top:
+            return given
+        here = os.path.dirname(here)
+    if here == os.path.abspath(given):
+        return given
+    return Path(here) if given.is_absolute() else Path(os.path.relpath(here))
+
+
+def discover_config(start: str | Path) -> Config:
+    """The settings a scan of ``start`` reads when no ``--config`` is given: those of
+    :func:`config_folder`'s ``pyproject.toml``, or the defaults. Raises ConfigError."""
+    return load_config(config_folder(start))
+
+
+def report_exclude_for(roots: Sequence[str], config: str | Path | None = None) -> tuple[str, ...]:
+    """``[tool.castfind] report-exclude`` as ``where`` reads it: from ``config`` when given, else discovered
+    from the first root (:func:`discover_config`), the current folder without roots. Raises ConfigError."""
+    if config is not None:
+        return load_config_file(config).report_exclude
+    return discover_config(roots[0] if roots else ".").report_exclude
 
 
 _FIELDS = {f.name for f in fields(Config)} - {"source", "report_exclude", "select", "extend_select", "ignore",

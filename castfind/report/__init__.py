@@ -9,13 +9,13 @@ what that format uses. They build on ``Finding.to_dict()`` / ``Diagnostic.to_dic
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from castfind.core import sourcetext
+from castfind.core.paths import display_path
 from castfind.core.types import Diagnostic, Finding
 
 if TYPE_CHECKING:
@@ -150,22 +150,6 @@ class Statistics:
             "severities": dict(self.severities),
             "files": [{"path": path, "count": n} for path, n in self.files],
         }
-
-
-def display_path(root: str, path: str) -> str:
-    """A finding's file as a user, or a CI system reading paths relative to the checkout, names it:
-    ``root/path``, relative to the current folder when it lies under it, with forward slashes."""
-    if not root:
-        return path.replace("\\", "/")
-    joined = os.path.normpath(os.path.join(root, path))
-    if os.path.isabs(joined):
-        try:
-            rel = os.path.relpath(joined)
-        except ValueError:  # another drive (Windows)
-            rel = joined
-        if not rel.startswith(".."):
-            joined = rel
-    return joined.replace("\\", "/")
 
 
 #: The one signature of a reporter: the report and its context in, the whole document out.

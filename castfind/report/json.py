@@ -1,7 +1,9 @@
 """``--json``: the machine-readable report.
 
 Exactly three top-level keys, ``findings``, ``diagnostics`` and ``stats``, so consumers
-can rely on the shape. Baseline entries no longer found go in ``stats["baseline_fixed"]``
+can rely on the shape. Each finding is ``Finding.to_dict()`` (``root``, and ``path`` relative to it) plus
+``file``: the path every format shows, relative to the working directory (:mod:`castfind.core.paths`).
+Baseline entries no longer found go in ``stats["baseline_fixed"]``
 rather than a fourth key.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from castfind.report import ReportContext, ScanReport
+from castfind.report import ReportContext, ScanReport, display_path
 
 __all__ = ["render", "render_report", "to_dict"]
 
@@ -24,7 +26,8 @@ def to_dict(report: ScanReport, *, statistics: bool = False) -> dict[str, Any]:
     if report.fixed:
         stats["baseline_fixed"] = [entry.to_dict() for entry in report.fixed]
     return {
-        "findings": [f.to_dict() for f in report.findings],
+        # ``file``: the path as every format shows it (castfind.core.paths); ``root`` and ``path`` as scanned.
+        "findings": [{**f.to_dict(), "file": display_path(f.root, f.path)} for f in report.findings],
         "diagnostics": [d.to_dict() for d in report.diagnostics],
         "stats": stats,
     }

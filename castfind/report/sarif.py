@@ -2,8 +2,11 @@
 
 One run. ``tool.driver.rules`` lists every rule the scan ran with (so a UI knows a rule
 even when it found nothing) plus any rule id a finding uses that those lack.
-Each result points at its file relative to its scan root through a ``uriBaseId``
-(``SRCROOT`` for the first root, ``SRCROOT2``, ... for further ones), and carries a
+Each result points at its file relative to the top of the git repository holding its scan root (found by
+walking up to a ``.git`` entry, without running git; else the working directory) through a ``uriBaseId``
+(``SRCROOT``; ``SRCROOT2``, ... for roots in further repositories, or outside the working directory when
+there is no repository), as GitHub code scanning reads a relative URI against the repository's root;
+``originalUriBaseIds`` gives each base as a ``file://`` URI ending in ``/``. Each result carries a
 ``partialFingerprints`` entry built from :func:`castfind.analysis.findings.fingerprint`, which
 leaves the line number out, so an alert survives code moving up or down. Diagnostics
 become ``invocations[0].toolExecutionNotifications``.
@@ -12,6 +15,7 @@ become ``invocations[0].toolExecutionNotifications``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
@@ -19,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from castfind.analysis.findings import occurrence_fingerprints
+from castfind.core.paths import repository_top
 from castfind.core.types import Diagnostic, Finding
 from castfind.core.versions import __version__
 from castfind.report import ReportContext, RuleDescription, RuleInfo, ScanReport
@@ -81,22 +86,40 @@ def _rule_table(
     return [_rule(known[rule_id]) for rule_id in ids], {rule_id: i for i, rule_id in enumerate(ids)}
 
 
-def _base_ids(findings: tuple[Finding, ...]) -> dict[str, str]:
-    roots: list[str] = []
+def _base_folder(root: str) -> str:
+    """The folder a finding of ``root`` is named relative to: the repository top holding ``root``
+    (:func:`castfind.core.paths.repository_top`), else the working directory; ``root`` itself when it lies
+    outside that folder (a URI relative to a base must not climb out of it)."""
+    absolute = os.path.abspath(root)
+    base = repository_top(absolute) or os.getcwd()
+    return base if Path(absolute).is_relative_to(base) else absolute
+
+
+def _base_ids(findings: tuple[Finding, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """Each finding's root → its base folder, and each base folder → its ``uriBaseId`` (``SRCROOT``, then
+    ``SRCROOT2``, ...), in the order findings name them."""
+    folders: dict[str, str] = {}
+    ids: dict[str, str] = {}
     for f in findings:
-        if f.root not in roots:
-            roots.append(f.root)
-    return {root: ("SRCROOT" if i == 0 else f"SRCROOT{i + 1}") for i, root in enumerate(roots)}
+        if f.root not in folders:
+            folders[f.root] = folder = _base_folder(f.root)
+            ids.setdefault(folder, "SRCROOT" if not ids else f"SRCROOT{len(ids) + 1}")
+    return folders, ids
 
 
-def _root_uri(root: str) -> str:
+def _root_uri(folder: str) -> str:
     # SARIF §3.14.14: a uriBaseId's uri must end with "/" to act as a base.
-    uri = Path(root).absolute().as_uri()
+    uri = Path(folder).absolute().as_uri()
     return uri if uri.endswith("/") else uri + "/"
 
 
 def _relative_uri(path: str) -> str:
     return quote(PurePosixPath(path.replace("\\", "/")).as_posix(), safe="/")
+
+
+def _uri_in(folder: str, root: str, path: str) -> str:
+    """The URI of ``root/path`` relative to ``folder`` (which holds ``root``)."""
+    return _relative_uri(os.path.relpath(os.path.normpath(os.path.join(os.path.abspath(root), path)), folder))
 
 
 def _region(line: int, column: int | None = None, end_line: int | None = None) -> dict[str, int] | None:
@@ -110,8 +133,8 @@ def _region(line: int, column: int | None = None, end_line: int | None = None) -
     return region
 
 
-def _result(f: Finding, index: int, fp: str, base_id: str) -> dict[str, Any]:
-    physical: dict[str, Any] = {"artifactLocation": {"uri": _relative_uri(f.path), "uriBaseId": base_id}}
+def _result(f: Finding, index: int, fp: str, folder: str, base_id: str) -> dict[str, Any]:
+    physical: dict[str, Any] = {"artifactLocation": {"uri": _uri_in(folder, f.root, f.path), "uriBaseId": base_id}}
     region = _region(f.line, f.column, f.end_line)
     if region is not None:
         physical["region"] = region
@@ -162,10 +185,11 @@ def to_dict(report: ScanReport, rules: Iterable[RuleInfo] = ()) -> dict[str, Any
     """The SARIF log as plain data; ``rules`` (:class:`castfind.core.rules.Rule` objects, say) are
     described in ``tool.driver.rules``, a later one of the same id winning."""
     descriptors, rule_index = _rule_table(report.findings, rules)
-    bases = _base_ids(report.findings)
+    folders, bases = _base_ids(report.findings)
     fps = occurrence_fingerprints(list(report.findings))
     results = [
-        _result(f, rule_index[f.rule], fp, bases[f.root]) for f, fp in zip(report.findings, fps, strict=True)
+        _result(f, rule_index[f.rule], fp, folders[f.root], bases[folders[f.root]])
+        for f, fp in zip(report.findings, fps, strict=True)
     ]
     run: dict[str, Any] = {
         "tool": {
@@ -188,7 +212,7 @@ def to_dict(report: ScanReport, rules: Iterable[RuleInfo] = ()) -> dict[str, Any
         "results": results,
     }
     if bases:
-        run["originalUriBaseIds"] = {base: {"uri": _root_uri(root)} for root, base in bases.items()}
+        run["originalUriBaseIds"] = {base: {"uri": _root_uri(folder)} for folder, base in bases.items()}
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
 
 

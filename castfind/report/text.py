@@ -14,7 +14,7 @@ from typing import TextIO
 
 from castfind.core.names import shown
 from castfind.core.types import Condition, Cost, CostCheck, Finding, Runtime
-from castfind.report import ReportContext, ScanReport, SourceLine, Statistics
+from castfind.report import ReportContext, ScanReport, SourceLine, Statistics, display_path
 
 __all__ = ["COLOR_CHOICES", "format_bytes", "format_check", "format_conditions", "format_cost",
            "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary",
@@ -120,7 +120,8 @@ def format_conditions(conditions: Iterable[Condition]) -> str:
 def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: bool = False) -> list[str]:
     """The lines of one finding's block, without a trailing blank line."""
     severity = _paint(f.severity, _BOLD + _SEVERITY_COLOUR.get(f.severity, ""), color)
-    head = f"{_paint(shown(f'{f.path}:{f.line}:{f.column}:'), _BOLD, color)} {f.rule} {severity} {shown(f.message)}"
+    where = display_path(f.root, f.path)
+    head = f"{_paint(shown(f'{where}:{f.line}:{f.column}:'), _BOLD, color)} {f.rule} {severity} {shown(f.message)}"
     if f.cost is not None and f.cost.value is not None:
         head += f" [{format_bytes(f.cost.value)}/step]"
     lines = [head]
