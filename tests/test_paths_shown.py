@@ -113,7 +113,7 @@ def _named(files: dict[str, Path], statistics: Path) -> dict[str, set[str]]:
         "gitlab": {issue["location"]["path"] for issue in gitlab},
         "junit": {case.get("name", "").split(" ", 1)[1].rsplit(":", 1)[0] for case in junit.iter("testcase")},
         "github": set(re.findall(r"file=([^,]+),", github)),
-        "markdown": set(re.findall(r"([^\s`(]+\.py):\d+", md)),
+        "markdown": set(re.findall(r"^\| CF\d+ \| \w+ \| `([^`]+\.py):\d+`", md, re.M)),  # the table's location
         "statistics": set(re.findall(r"^\s+\d+\s+(\S+\.py)$", stats, re.M)),
     }
 
@@ -139,6 +139,10 @@ def test_every_format_names_the_same_file_from_any_working_directory(repo: Path,
         assert shown == expected, fmt
         for name in shown:  # each one opens from the working directory
             assert (cwd / name).is_file(), (fmt, name)
+    # The Markdown charts (the cast, the allocation, provenance steps) name files the same way as its table.
+    md = re.sub(r"<wbr>|</?code>", "", files["markdown"].read_text())
+    in_charts = set(re.findall(r'([^\s`(">]+\.py):\d+', md))
+    assert in_charts and in_charts <= expected, in_charts
 
 
 def test_display_path_is_relative_to_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

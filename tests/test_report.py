@@ -77,8 +77,8 @@ def test_text_exact_output() -> None:
         "/root/sglang/python/sglang/srt/layers/attention/triton_backend.py:120:13: CF101 error " + ERROR.message,
         "    k = k_buffer.to(q.dtype)",
         "    hot path: ModelRunner.forward_decode → RadixAttention.forward → TritonAttnBackend.forward_decode",
-        "    only when: not (_is_hip) (python/sglang/srt/model_executor/model_runner.py:40) and "
-        'self.attention_backend == "triton" (python/sglang/srt/layers/attention/triton_backend.py:118)',
+        "    only when: not (_is_hip) (/root/sglang/python/sglang/srt/model_executor/model_runner.py:40) and "
+        'self.attention_backend == "triton" (/root/sglang/python/sglang/srt/layers/attention/triton_backend.py:118)',
         "    provenance: self.token_to_kv_pool.get_key_buffer(layer.layer_id) → k_buffer",
         "    runtime: 78 calls × 34.0 MiB = 2.6 GiB, float8_e4m3fn→bfloat16 [61, 1, 576]",
         "    fix: Read the cache in its stored dtype in the kernel, or cast only the gathered rows.",

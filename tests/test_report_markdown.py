@@ -57,7 +57,7 @@ def test_the_chart_is_top_down_in_two_labelled_lanes_into_the_cast() -> None:
         "    h1 --> h2",
         "  end",
         '  subgraph src["where the buffer comes from"]',
-        '    p0[/"allocated as MLAPool.kv_buffer<br>mem/pool.py:41"/]',
+        f'    p0[/"allocated as MLAPool.kv_buffer<br>{display_path(f.root, "mem/pool.py")}:41"/]',  # as every file is named
         '    p1[/".kv_buffer is a kv-cache buffer"/]',
         '    p2[/"[i] keeps it whole"/]',
         "    p0 -.-> p1",

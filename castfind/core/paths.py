@@ -25,7 +25,7 @@ def display_path(root: str, path: str) -> str:
     it lies under it, else stays absolute. ``root`` empty: ``path`` as it is (a cast measured outside
     the scanned roots)."""
     if not root:
-        return path.replace("\\", "/")
+        return _slashes(path)
     joined = os.path.normpath(os.path.join(root, path))
     if os.path.isabs(joined):
         try:
@@ -34,7 +34,13 @@ def display_path(root: str, path: str) -> str:
             rel = joined
         if rel != ".." and not rel.startswith(".." + os.sep):
             joined = rel
-    return joined.replace("\\", "/")
+    return _slashes(joined)
+
+
+def _slashes(path: str) -> str:
+    """Forward slashes where the separator is a backslash (Windows); elsewhere a backslash is a character of
+    the name (a trace's escaped file name: ``\\x1b``), kept."""
+    return path.replace(os.sep, "/") if os.sep != "/" else path
 
 
 def repository_top(folder: str | os.PathLike[str]) -> str | None:

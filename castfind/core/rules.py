@@ -411,13 +411,13 @@ def default_rule_dir() -> Path:
     tree it was installed from, which is not this one when a second checkout (a git worktree) is run
     with its folder on ``PYTHONPATH``.
     """
-    local = Path(__file__).resolve().parent.parent / "rules"
+    local = Path(__file__).resolve().parents[2] / "rules"  # castfind/core/rules.py -> the tree's rules/
     if (local / "castfind.yaml").is_file() and (local / "__init__.py").is_file():
         return local
     try:
         return Path(str(resources.files("castfind.ruledata")))
     except ModuleNotFoundError:  # running from a source tree that was not installed
-        return Path(__file__).resolve().parent.parent / "rules"
+        return local
 
 
 def rule_files(dirs: list[str | Path]) -> list[Path]:

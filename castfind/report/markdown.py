@@ -79,18 +79,23 @@ def _lines(*parts: str) -> str:
     return '"' + "<br>".join(_BREAK.sub(r"\1<wbr>", mermaid_label(p)[1:-1]) for p in parts if p) + '"'
 
 
-def provenance_steps(f: Finding) -> list[str]:
+def provenance_steps(f: Finding, shown_from: str | None = None) -> list[str]:
     """The finding's provenance, from the cast back to the buffer, with the file on each step that names a
     line: a step ``kv = ... (line 259)`` is in the file the walk is in then, the cast's own until a step
     ``PATH:LINE caller passes ARG as PARAM of callee`` (castfind.analysis.summaries) crosses into a caller,
-    after which it is ``PATH``. Paths as the steps give them: relative to the root, like :attr:`Finding.path`."""
+    after which it is ``PATH``. Paths as the steps give them: relative to the root, like :attr:`Finding.path`;
+    with ``shown_from`` (the finding's root) as every output names files (:func:`display_path`)."""
+    def show(path: str) -> str:
+        return path if shown_from is None else display_path(shown_from, path)
+
     here = f.path
     out = []
     for step in f.provenance:
         crossing = _CROSSING.match(step)
         if crossing is not None:
             here = crossing.group(1)
-        out.append(_LINE_ONLY.sub(_in_file(here), step))
+            step = show(here) + step[crossing.end(1):]
+        out.append(_LINE_ONLY.sub(_in_file(show(here)), step))
     return out
 
 
@@ -131,9 +136,11 @@ def flowchart(f: Finding) -> str:
         lines += [f"    h{i - 1} --> h{i}" for i in range(1, len(f.hot_path))]
         lines.append("  end")
     # Provenance is written from the cast back to the buffer; drawn from the buffer to the cast.
-    steps = [_lines(step) for step in reversed(provenance_steps(f))]
+    steps = [_lines(step) for step in reversed(provenance_steps(f, f.root))]
     if f.cost is not None and f.cost.holder:
-        steps.insert(0, _lines(f"allocated as {f.cost.holder}", f.cost.declared))
+        path, _, line = f.cost.declared.rpartition(":")
+        declared = f"{display_path(f.root, path)}:{line}" if path and line.isdigit() else f.cost.declared
+        steps.insert(0, _lines(f"allocated as {f.cost.holder}", declared))
     if steps:
         lines.append(f"  subgraph src[{mermaid_label('where the buffer comes from')}]")
         lines += [f"    p{i}[/{step}/]" for i, step in enumerate(steps)]
@@ -196,7 +203,7 @@ def _details(f: Finding) -> list[str]:
         head += f" ({html.escape(cost)})"
     out = [f"<details><summary>{head}</summary>", "", table_text(f.message), ""]
     if f.conditions:
-        out += [f"Only when: {code_span(format_conditions(f.conditions))}", ""]
+        out += [f"Only when: {code_span(format_conditions(f.conditions, f.root))}", ""]
     out += ["```mermaid", flowchart(f), "```", ""]
     if f.cost is not None or f.runtime is not None:
         out += [f"cost: {cost} · measured: {measured_cell(f)}", ""]

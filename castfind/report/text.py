@@ -112,9 +112,11 @@ def format_check(k: CostCheck) -> str:
     return f"agrees: {both}{given}"
 
 
-def format_conditions(conditions: Iterable[Condition]) -> str:
-    """``is_hip() (engine.py:7) and not (self.use_mla) (attn.py:20)``: the tests a finding's path needs."""
-    return " and ".join(f"{c.text} ({c.path}:{c.line})" for c in conditions)
+def format_conditions(conditions: Iterable[Condition], root: str = "") -> str:
+    """``is_hip() (engine.py:7) and not (self.use_mla) (attn.py:20)``: the tests a finding's path needs, each
+    ``if``'s file named as every output names files (:func:`display_path` of the finding's ``root``)."""
+    return " and ".join(f"{c.text} ({shown(display_path(root, c.path)) if root else c.path}:{c.line})"
+                        for c in conditions)
 
 
 def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: bool = False) -> list[str]:
@@ -133,7 +135,7 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
     if f.hot_path:
         details.append(f"hot path: {' → '.join(f.hot_path)}")
     if f.conditions:
-        details.append(f"only when: {format_conditions(f.conditions)}")
+        details.append(f"only when: {format_conditions(f.conditions, f.root)}")
     if f.provenance:
         details.append(f"provenance: {' → '.join(f.provenance)}")
     if f.cost is not None:
