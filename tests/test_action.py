@@ -123,7 +123,11 @@ def test_the_constraints_pin_every_runtime_dependency_within_pyprojects_ranges()
     wanted = [Requirement(r) for r in [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]]
     assert [r.name for r in wanted if canonicalize_name(r.name) not in pinned] == []
     assert [str(r) for r in wanted if not r.specifier.contains(pinned[canonicalize_name(r.name)])] == []
-    # The pins are what this suite ran with: a pinned package installed here is at its pin.
+    # The pins are what the main suite ran with (``make install``: Python 3.11, the Action's Python): a pinned
+    # package installed there is at its pin. ``make test-versions`` resolves 3.12/3.13 afresh, without the
+    # constraints (a newer networkx needs 3.12), so there this comparison says nothing about the pins.
+    if sys.version_info[:2] != (3, 11):
+        return
     here = {canonicalize_name(d.metadata["Name"]): d.version for d in distributions()}
     assert {n: here[n] for n in pinned if n in here and n != "setuptools"} == {
         n: v for n, v in pinned.items() if n in here and n != "setuptools"}
