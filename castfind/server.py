@@ -163,11 +163,11 @@ def _diagnostic(f: Finding, lines: Sequence[str], uri: str) -> lsp.Diagnostic:
         related.append(lsp.DiagnosticRelatedInformation(lsp.Location(uri, rng), "hot path: " + " → ".join(f.hot_path)))
     if f.provenance:
         related.append(lsp.DiagnosticRelatedInformation(lsp.Location(uri, rng), "provenance: " + " → ".join(f.provenance)))
-    if f.cost is not None and f.cost.declared:
-        path, _, line = f.cost.declared.rpartition(":")
-        declared = os.path.join(f.root, path)
-        if line.isdigit() and os.path.isfile(declared):
-            at = lsp.Position(max(int(line) - 1, 0), 0)
+    where = f.cost.declared_at() if f.cost is not None else None
+    if f.cost is not None and where is not None:
+        declared = os.path.join(f.root, where[0])
+        if os.path.isfile(declared):
+            at = lsp.Position(max(where[1] - 1, 0), 0)
             related.append(lsp.DiagnosticRelatedInformation(
                 lsp.Location(from_fs_path(os.path.abspath(declared)) or uri, lsp.Range(at, at)),
                 f"the buffer ({f.cost.holder}) is allocated here"))

@@ -128,6 +128,11 @@ class Cost:
     #: Set when a trace measured the same cast (``--trace``): the two held against each other.
     check: CostCheck | None = None
 
+    def declared_at(self) -> tuple[str, int] | None:
+        """:attr:`declared` as ``(path relative to the root, line)``; None when it names no line."""
+        path, _, line = self.declared.rpartition(":")
+        return (path, int(line)) if path and line.isdigit() else None
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "shape": list(self.shape), "src_dtype": self.src_dtype, "dst_dtype": self.dst_dtype,

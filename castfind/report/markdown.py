@@ -138,8 +138,8 @@ def flowchart(f: Finding) -> str:
     # Provenance is written from the cast back to the buffer; drawn from the buffer to the cast.
     steps = [_lines(step) for step in reversed(provenance_steps(f, f.root))]
     if f.cost is not None and f.cost.holder:
-        path, _, line = f.cost.declared.rpartition(":")
-        declared = f"{display_path(f.root, path)}:{line}" if path and line.isdigit() else f.cost.declared
+        at = f.cost.declared_at()
+        declared = f"{display_path(f.root, at[0])}:{at[1]}" if at else f.cost.declared
         steps.insert(0, _lines(f"allocated as {f.cost.holder}", declared))
     if steps:
         lines.append(f"  subgraph src[{mermaid_label('where the buffer comes from')}]")
