@@ -124,12 +124,17 @@ def test_cost_column_static_and_measured() -> None:
     assert markdown.measured_cell(replace(NASTY, cost=checked)) == "2.6 GiB (78 × 34.0 MiB); static MISMATCH"
 
 
-def test_a_scan_with_bound_names_shows_its_cost_per_step(tmp_path: Path) -> None:
+def _bound_report(tmp_path: Path) -> str:
+    """The Markdown report of a scan of the fixture with its sizes bound (``BOUND``): exit 1, its findings."""
     out = tmp_path / "report.md"
     r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "-j", "1", *BOUND, "--format", "markdown",
                                 "--output", str(out)])
     assert r.exit_code == 1, r.output
-    doc = out.read_text(encoding="utf-8")
+    return out.read_text(encoding="utf-8")
+
+
+def test_a_scan_with_bound_names_shows_its_cost_per_step(tmp_path: Path) -> None:
+    doc = _bound_report(tmp_path)
     cf101 = _cells(doc, "CF101")
     assert [row[2] for row in cf101] == [f"`{display_path(str(FIX), 'minisrv/backend.py')}:{n}`" for n in (14, 16)]
     assert [row[5] for row in cf101] == ["6.6 MiB/step", "6.6 MiB/step"]  # 4 × 1000 × 576 × (1 + 2) B
@@ -137,11 +142,7 @@ def test_a_scan_with_bound_names_shows_its_cost_per_step(tmp_path: Path) -> None
 
 
 def test_each_error_is_one_details_block(tmp_path: Path) -> None:
-    out = tmp_path / "report.md"
-    r = runner.invoke(cli.app, ["scan", str(FIX), "--no-cache", "-j", "1", *BOUND, "--format", "markdown",
-                                "--output", str(out)])
-    assert r.exit_code == 1, r.output
-    doc = out.read_text(encoding="utf-8")
+    doc = _bound_report(tmp_path)
     blocks = _DETAILS.findall(doc)
     backend = display_path(str(FIX), "minisrv/backend.py")
     assert [summary for summary, _ in blocks] == [
