@@ -308,7 +308,10 @@ def scan(o: Any) -> None:
             ignore=_selectors(o.ignore), config=o.config,
             index=pipeline.IndexOptions(cache_dir=o.cache_dir, use_cache=not o.no_cache, jobs=n_jobs,
                                         max_file_size=_size(o.max_file_size), progress=_progress("parsing")),
-            cost=pipeline.CostRequest(tuple(sets), o.model_config, o.kv_tokens, o.kv_cache_dtype),
+            cost=pipeline.CostRequest(tuple(sets), o.model_config, o.kv_tokens, o.kv_cache_dtype,
+                                      platform=o.platform, attention_backend=o.attention_backend,
+                                      quantization=o.quantization, tp=o.tp, all_paths=o.all_paths,
+                                      all_models=o.all_models),
             outputs=tuple(_output_targets(reporter, o.output, outputs)))
         run = api.scan(request)
     except errors as e:

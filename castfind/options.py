@@ -179,5 +179,18 @@ SCAN: tuple[Option, ...] = (
            metavar="N", min=1),
     Option("kv_cache_dtype", ("--kv-cache-dtype",), str | None, None,
            "SGLang's --kv-cache-dtype (auto, bf16, fp8_e4m3, fp8_e5m2, ...).", metavar="DTYPE"),
+    Option("platform", ("--platform",), str | None, None,
+           "The deployment's platform (cuda, rocm, npu, xpu, musa, cpu, mps): branches that test for another "
+           "platform are off the path.", metavar="NAME"),
+    Option("attention_backend", ("--attention-backend",), str | None, None,
+           "The server's --attention-backend (e.g. flashinfer, fa3, triton).", metavar="NAME"),
+    Option("quantization", ("--quantization",), str | None, None,
+           "The server's --quantization (e.g. fp8, awq).", metavar="NAME"),
+    Option("tp", ("--tp",), int | None, None, "The tensor-parallel size (weights divided by it where the code "
+           "divides by the TP size).", metavar="N", min=1),
+    Option("all_paths", ("--all-paths",), bool, False,
+           "With a deployment, also report findings on branches the deployment never takes."),
+    Option("all_models", ("--all-models",), bool, False,
+           "With --model-config, also report findings not on that model's path."),
     *INDEX,
 )

@@ -76,12 +76,20 @@ class IndexOptions:
 @dataclass(frozen=True)
 class CostRequest:
     """The names a cost formula may be evaluated over (:mod:`castfind.analysis.cost`): ``--set NAME=VALUE``,
-    ``--model-config`` (a Hugging Face ``config.json``), ``--kv-tokens``, ``--kv-cache-dtype``."""
+    ``--model-config`` (a Hugging Face ``config.json``), ``--kv-tokens``, ``--kv-cache-dtype``; and the rest of the
+    deployment they describe: ``--platform``, ``--attention-backend``, ``--quantization``, ``--tp``, and whether
+    findings off the deployment's path (``--all-paths``) or off the model's path (``--all-models``) are reported."""
 
     sets: tuple[tuple[str, str], ...] = ()
     model_config: str | None = None
     kv_tokens: int | None = None
     kv_cache_dtype: str | None = None
+    platform: str | None = None
+    attention_backend: str | None = None
+    quantization: str | None = None
+    tp: int | None = None
+    all_paths: bool = False
+    all_models: bool = False
 
 
 @dataclass(frozen=True)
