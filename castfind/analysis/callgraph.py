@@ -29,9 +29,11 @@ hot paths are steps of the scan's :class:`~castfind.store.memo.Memo`, replayed w
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable
 from functools import partial
+from typing import Literal
 
 import networkx as nx
 
@@ -39,6 +41,7 @@ from castfind.analysis.receivers import Receivers, receiver_of
 from castfind.analysis.resolve import Resolver
 from castfind.core.rules import RuleSet
 from castfind.core.scope import in_scope
+from castfind.core.types import Guess
 from castfind.read.facts import CallSite, Guard, from_dotted
 from castfind.store.discover import SourceFile
 from castfind.store.index import Index
@@ -50,6 +53,9 @@ WEAK_FANOUT = 6
 SEARCH_BUDGET = 400
 
 Node = tuple[str, str]  # (module, qualname inside the module)
+#: How a call edge was resolved: through the resolver (imports, aliases), the receiver's known types, the class
+#: hierarchy of ``self.m()``, or by the method's name alone (receiver unknown, at most :data:`WEAK_FANOUT`).
+EdgeHow = Literal["direct", "typed", "cha", "by-name"]
 
 
 def label(node: Node) -> str:
@@ -194,25 +200,64 @@ class CallGraph:
         return any(k in stores for k in cs.memo_unset)
 
     def _edge(self, func: str, caller: Node, node: Node, node_cls: Node | None,
-              node_anc: frozenset[Node], weak_ok: bool) -> bool:
+              node_anc: frozenset[Node], weak_ok: bool) -> EdgeHow | None:
+        """How a call ``func`` in ``caller`` reaches ``node`` (None: it does not)."""
         parts = func.split(".")
         if node_cls is not None and (parts[0] in ("self", "cls", "super()") and len(parts) == 2):
             caller_cls = self.class_of(caller)
             if caller_cls is None:
-                return weak_ok
+                return "by-name" if weak_ok else None
             # CHA: a call in class C reaches m in C's bases (inherited) and in C's subclasses.
-            return caller_cls in node_anc or node_cls in self.ancestors(caller_cls)
+            return "cha" if caller_cls in node_anc or node_cls in self.ancestors(caller_cls) else None
         res = self.r.resolve_expr(caller[0], caller[1], from_dotted(func))
         defs = [x.target for x in res if x.target.kind == "def" and x.target.definition is not None]
         if defs:
-            return any((t.module, t.definition.qualname) == node for t in defs)  # type: ignore[union-attr]
+            hit = any((t.module, t.definition.qualname) == node for t in defs)  # type: ignore[union-attr]
+            return "direct" if hit else None
         recv = receiver_of(func)
         types = self.receivers.types_of(caller, recv) if recv is not None else None
         if types is not None:
             # Typed dispatch: a method of one of the types, of a base (inherited) or of a subclass
             # (an override); a plain function or an unrelated class is not reached.
-            return node_cls is not None and self.receivers.related(node_cls, types)
-        return len(parts) > 1 and weak_ok
+            return "typed" if node_cls is not None and self.receivers.related(node_cls, types) else None
+        return "by-name" if len(parts) > 1 and weak_ok else None
+
+    def guessed(self, caller: Node, node: Node) -> int:
+        """How many functions share ``node``'s name when every call in ``caller`` that may reach ``node`` does so
+        by name alone (a by-name edge, its receiver's type unknown); 0 when one of them is resolved (direct,
+        typed or class hierarchy) or the name has a single candidate: the edge is then no guess."""
+        def count() -> int:
+            name = node[1].rsplit(".", 1)[-1]
+            node_cls = self.class_of(node)
+            node_anc = self.ancestors(node_cls) if node_cls else frozenset()
+            weak_ok = self.def_count(name) <= WEAK_FANOUT
+            sites = self.sites(caller, node)
+            if not sites or any(self._edge(cs.func, caller, node, node_cls, node_anc, weak_ok) != "by-name"
+                                for cs in sites):
+                return 0
+            n = self.def_count(name)
+            return n if n > 1 else 0
+
+        return self.memo.step(("guessed", caller, node), count)
+
+    def judged(self, node: Node) -> tuple[tuple[Node, ...] | None, Guess | None]:
+        """The hot path of ``node`` a finding may rest on, and the guess it rests on (None: none).
+
+        The shortest path (:meth:`hot_nodes`) may go through a by-name edge with several candidates
+        (:meth:`guessed`). The search is then run again with such edges closed (its own memo key): a path
+        found so is returned, with no guess; with none, the shortest path and its first guessed edge.
+        """
+        path = self.hot_nodes(node)
+        if path is None:
+            return None, None
+        first = next(((a, b, n) for a, b in itertools.pairwise(path) if (n := self.guessed(a, b))), None)
+        if first is None:
+            return path, None
+        sure = self.memo.step(("hot-sure", node), lambda: self._search(node, sure=True))
+        if sure is not None:
+            return tuple(sure), None
+        a, b, n = first
+        return path, Guess(label(a), label(b), b[1].rsplit(".", 1)[-1], n)
 
     # -- hotness --------------------------------------------------------------------------------
     def prefetch(self, starts: Iterable[Node]) -> None:
@@ -278,7 +323,8 @@ class CallGraph:
             return "", ()
         return sf.path, tuple(g for g in sites[0].guards if all(g in cs.guards for cs in sites[1:]))
 
-    def _search(self, start: Node) -> tuple[Node, ...] | None:
+    def _search(self, start: Node, sure: bool = False) -> tuple[Node, ...] | None:
+        """A shortest path from an entry point to ``start``; with ``sure``, through no guessed edge."""
         if self.rules.is_entry(start[1]):
             return (start,)
         parent: dict[Node, Node | None] = {start: None}
@@ -288,10 +334,10 @@ class CallGraph:
             cur = queue.popleft()
             visited += 1
             for pred in self.callers(cur):
-                if pred in parent:
+                if pred in parent or (sure and self.guessed(pred, cur)):
                     continue
                 parent[pred] = cur
-                known = self.memo.peek(("hot", pred))[1]
+                known = self.memo.peek(("hot-sure" if sure else "hot", pred))[1]
                 if self.rules.is_entry(pred[1]) or known:
                     chain: list[Node] = []
                     n: Node | None = pred

@@ -34,7 +34,7 @@ from castfind.analysis.provenance import (
     once_function,
 )
 from castfind.core.rules import Rule, RuleSet, identifier_tokens
-from castfind.core.types import Condition, Finding
+from castfind.core.types import Condition, Finding, Guess
 from castfind.read.facts import Cast, Const, Expr, FileFacts, Other, dotted, render
 
 
@@ -303,21 +303,26 @@ class Checker:
                                                         outer.names, outer.classes)
                 yield leaf, got, (*between, node)
 
-    def _reach(self, node: Node, param: str) -> tuple[tuple[Node, ...], Origin] | None:
+    def _reach(self, node: Node, param: str) -> tuple[tuple[Node, ...], Origin, Guess | None] | None:
         """A hot path into ``node`` through a caller that hands ``param`` a whole buffer and runs per step
-        (:meth:`_leaves`, the first reached from an entry point whose buffer the kind does not exclude),
-        and the buffer it hands (hops from that call on), or None."""
+        (:meth:`_leaves`, the first reached from an entry point whose buffer the kind does not exclude;
+        one whose hot path rests on no guess first, :meth:`CallGraph.judged`), the buffer it hands (hops
+        from that call on) and the guess the path rests on, or None."""
+        guessed: tuple[tuple[Node, ...], Origin, Guess | None] | None = None
         for leaf, via, between in self._leaves(node, param):
             if via is None or self.rules.buffers[via.kind].excluded(via.names, via.classes):
                 continue
-            hot = self.graph.hot_nodes(leaf)
-            if hot:
-                return (*hot, *between), via
-        return None
+            hot, guess = self.graph.judged(leaf)
+            if hot and guess is None:
+                return (*hot, *between), via, None
+            if hot and guessed is None:
+                guessed = (*hot, *between), via, guess
+        return guessed
 
-    def _hot(self, facts: FileFacts, cast: Cast, origin: Origin,
-             passing: tuple[Node, str] | None) -> tuple[tuple[Node, ...] | None, Origin, Stop | None]:
-        """The hot path, the origin it goes with, and the stop when there is none.
+    def _hot(self, facts: FileFacts, cast: Cast, origin: Origin, passing: tuple[Node, str] | None
+             ) -> tuple[tuple[Node, ...] | None, Origin, Stop | None, Guess | None]:
+        """The hot path, the origin it goes with, the stop when there is none, and the by-name guess the
+        path rests on when no path without one exists (:meth:`CallGraph.judged`).
 
         A buffer read in the cast's function is hot when the function is. One that comes in through a
         parameter is whole only when a caller that hands it a whole buffer runs the function, so the
@@ -325,18 +330,18 @@ class Checker:
         call gives (its buffer kind decides the rules).
         """
         if passing is None:
-            hot = self.graph.hot_nodes((facts.module, cast.scope)) if cast.scope else None
+            hot, guess = self.graph.judged((facts.module, cast.scope)) if cast.scope else (None, None)
             where = f"{facts.module}.{cast.scope}" if cast.scope else f"module level of {facts.module}"
-            return hot, origin, None if hot else Stop("cold", f"no entry point reaches {where}")
+            return hot, origin, None if hot else Stop("cold", f"no entry point reaches {where}"), guess
         node, param = passing
         got = self._reach(node, param)
         if got is not None:
-            path, via = got
+            path, via, guess = got
             assert origin.entry is not None
             return path, Origin(via.kind, via.path, (*origin.hops[:origin.entry[3]], *via.hops), via.names,
-                                via.classes, origin.entry, origin.trail), None
+                                via.classes, origin.entry, origin.trail), None, guess
         return None, origin, Stop("cold", f"no entry point reaches a caller that hands {label(node)} a whole buffer "
-                                  f"for {param} and runs per step")
+                                  f"for {param} and runs per step"), None
 
     def check(self, facts: FileFacts, root: str, explain: bool = False) -> list[Finding]:
         """The findings of one file; with ``explain``, an :class:`Explanation` of each cast in :attr:`explanations`."""
@@ -392,11 +397,12 @@ class Checker:
         hot: tuple[str, ...] | None = None
         nodes: tuple[Node, ...] | None = None
         cold: Stop | None = None
+        guess: Guess | None = None
         hot_known = False
 
         def settle() -> None:
-            nonlocal hot, nodes, cold, hot_known, origin
-            nodes, through, cold = self._hot(facts, cast, origin, passing)
+            nonlocal hot, nodes, cold, hot_known, origin, guess
+            nodes, through, cold, guess = self._hot(facts, cast, origin, passing)
             hot = tuple(label(n) for n in nodes) if nodes else None
             hot_known = True
             if through.hops != origin.hops:
@@ -405,6 +411,9 @@ class Checker:
                 origin = through
             if hot:
                 why.append(f"hot path: {' -> '.join(hot)}")
+                if guess is not None:
+                    why.append(f"{guess.text}: {guess.caller} -> {guess.callee} is resolved by name alone, and no "
+                               "path without such a guess reaches an entry point")
             elif cold is not None:
                 why.append(f"cold: {cold.detail}")
 
@@ -413,6 +422,7 @@ class Checker:
         matched: list[Rule] = []
         win_hot: tuple[str, ...] | None = None  # as known when the first rule matched: the finding's hot path
         win_nodes: tuple[Node, ...] | None = None
+        win_guess: Guess | None = None
         for rule in self._applicable(cast, origin, once):
             if rule.hot is not None:
                 if not hot_known:
@@ -421,6 +431,7 @@ class Checker:
                     continue
             if not matched:
                 win_hot, win_nodes = hot, nodes
+                win_guess = guess if rule.hot else None
             matched.append(rule)
             if not explain:
                 break
@@ -433,10 +444,12 @@ class Checker:
         if len(matched) > 1:
             why.append(f"{rule.id} ({rule.source}:{rule.line}) takes the line, the first matching rule in file order; "
                        "it shadows " + ", ".join(f"{r.id} {r.name} ({r.source}:{r.line})" for r in matched[1:]))
-        return self._finding(facts, root, cast, origin, dtype, rule, win_hot or (), win_nodes or ()), verdict
+        return self._finding(facts, root, cast, origin, dtype, rule, win_hot or (), win_nodes or (), win_guess), verdict
 
     def _finding(self, facts: FileFacts, root: str, cast: Cast, origin: Origin, dtype: str,
-                 rule: Rule, hot: tuple[str, ...], nodes: tuple[Node, ...] = ()) -> Finding:
+                 rule: Rule, hot: tuple[str, ...], nodes: tuple[Node, ...] = (), guess: Guess | None = None) -> Finding:
+        """The finding of ``rule`` on this cast. A hot path that rests on a by-name guess (``guess``) makes an
+        error a warning, and its message says so."""
         fields = {"expr": cast.text, "buffer": origin.kind, "buffer_path": origin.path, "dtype": dtype,
                   "function": cast.scope or "<module>"}
         try:
@@ -446,15 +459,18 @@ class Checker:
         condition = dispatch_condition(cast)
         if condition is not None:
             message += f" (only {condition})"
+        if guess is not None:
+            message += f" ({guess.text})"
         # The weights are policy, so they live in the rule files (buffer kinds' `weight`, `rank.entry_points`).
         score = self.rules.kind_weight(origin.kind) + min(cast.loop_depth, 3)
         if hot:
             score += self.rules.entry_bonus(hot[0])
         return Finding(
-            rule=rule.id, name=rule.name, severity=rule.severity, root=root, path=facts.path,
+            rule=rule.id, name=rule.name, severity="warning" if guess and rule.severity == "error" else rule.severity,
+            root=root, path=facts.path,
             line=cast.line, end_line=cast.end_line, column=cast.column, function=cast.scope,
             expr=cast.text, message=message, hot_path=hot, provenance=origin.hops, fix=rule.fix,
-            module=facts.module, score=score, conditions=self.conditions(facts, cast, nodes),
+            module=facts.module, score=score, conditions=self.conditions(facts, cast, nodes), guess=guess,
         )
 
     def conditions(self, facts: FileFacts, cast: Cast, path: tuple[Node, ...]) -> tuple[Condition, ...]:

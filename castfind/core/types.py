@@ -166,6 +166,28 @@ class Condition:
 
 
 @dataclass(frozen=True, slots=True)
+class Guess:
+    """A hot path that rests on a guess: the call ``caller -> callee`` on it was resolved by the method's name
+    alone (``how`` is ``"by-name"``: its receiver's type is unknown) among ``candidates`` functions of that
+    name, and no path without such a guess reaches an entry point (:meth:`castfind.analysis.callgraph.CallGraph.judged`)."""
+
+    caller: str
+    callee: str
+    name: str
+    candidates: int
+    how: str = "by-name"
+
+    @property
+    def text(self) -> str:
+        """What a finding's message says of it: ``hot path rests on a guess: 3 methods named run``."""
+        return f"hot path rests on a guess: {self.candidates} methods named {self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"edge": f"{self.caller} -> {self.callee}", "how": self.how, "candidates": self.candidates,
+                "name": self.name}
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One flagged cast: where it is, which rule, why, and (with a trace) what it costs."""
 
@@ -190,6 +212,9 @@ class Finding:
     #: The branch tests between the entry point and the cast, outermost first: those around each call on
     #: the hot path, then those around the cast in its function (:class:`Condition`).
     conditions: tuple[Condition, ...] = ()
+    #: Set when the only hot path goes through a by-name guess with several candidates (:class:`Guess`):
+    #: the finding is then a warning, whatever its rule's severity.
+    guess: Guess | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,6 +235,7 @@ class Finding:
             "runtime": self.runtime.to_dict() if self.runtime else None,
             "cost": self.cost.to_dict() if self.cost else None,
             "conditions": [c.to_dict() for c in self.conditions],
+            "guess": self.guess.to_dict() if self.guess else None,
         }
 
     def __str__(self) -> str:

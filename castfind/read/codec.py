@@ -29,7 +29,7 @@ _FACT_RECORDS = ("Name", "Attr", "Call", "Slice", "Subscript", "Const", "Seq", "
                  "LazyExport", "Allocation")
 #: The other records that may be stored and rebuilt (all frozen dataclasses of plain values).
 _SHARED_RECORDS: tuple[type, ...] = (_t.Finding, _t.Runtime, _t.Diagnostic, _t.Cost, _t.CostCheck,
-                                     _t.Condition)
+                                     _t.Condition, _t.Guess)
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 

@@ -148,6 +148,8 @@ def _result(f: Finding, index: int, fp: str, folder: str, base_id: str) -> dict[
         properties["provenance"] = list(f.provenance)
     if f.conditions:
         properties["conditions"] = [c.to_dict() for c in f.conditions]
+    if f.guess is not None:
+        properties["guess"] = f.guess.to_dict()
     if f.runtime is not None:
         properties["runtime"] = f.runtime.to_dict()
     if f.cost is not None:
