@@ -314,10 +314,23 @@ class Checker:
                 continue
             hot, guess = self.graph.judged(leaf)
             if hot and guess is None:
+                guess = self._handoff_guess((leaf, *between))
+            if hot and guess is None:
                 return (*hot, *between), via, None
             if hot and guessed is None:
                 guessed = (*hot, *between), via, guess
         return guessed
+
+    def _handoff_guess(self, chain: tuple[Node, ...]) -> Guess | None:
+        """The first handoff on ``chain`` (caller, callee, ...) that reaches its callee by name alone among
+        several functions (:meth:`~castfind.analysis.summaries.Summaries.guessed`), or None."""
+        across = self.prov.across
+        assert across is not None
+        for a, b in itertools.pairwise(chain):
+            n = across.guessed(a, b)
+            if n:
+                return Guess(label(a), label(b), b[1].rsplit(".", 1)[-1], n, on="handoff")
+        return None
 
     def _hot(self, facts: FileFacts, cast: Cast, origin: Origin, passing: tuple[Node, str] | None
              ) -> tuple[tuple[Node, ...] | None, Origin, Stop | None, Guess | None]:

@@ -197,7 +197,9 @@ class AcrossCalls(Protocol):
     ``call`` returns a full-size derivation of one of its arguments (a helper that casts, views or
     dequantizes its argument and returns it), that argument expression and a hop that says so.
     ``depth`` counts the function boundaries crossed so far. ``callers_passing``: the functions that hand
-    parameter ``name`` of function ``node`` a whole buffer; ``via``: the buffer one of them hands it.
+    parameter ``name`` of function ``node`` a whole buffer; ``via``: the buffer one of them hands it;
+    ``guessed``: how many functions share ``callee``'s name when every handoff from ``caller`` reaches it by
+    that name alone among several (0: resolved).
     """
 
     def parameter(self, facts: FileFacts, scope: str, name: str, depth: int) -> Origin | None: ...
@@ -205,6 +207,8 @@ class AcrossCalls(Protocol):
     def callers_passing(self, node: tuple[str, str], name: str) -> list[tuple[str, str]]: ...
 
     def via(self, node: tuple[str, str], name: str, caller: tuple[str, str]) -> Origin | None: ...
+
+    def guessed(self, caller: tuple[str, str], callee: tuple[str, str]) -> int: ...
 
     def derived(self, facts: FileFacts, scope: str, call: Call, line: int, depth: int) -> tuple[Expr, str] | None: ...
 

@@ -71,9 +71,11 @@ def is_bound(fn: Definition, func: str) -> bool:
 
 
 #: One call that hands a whole buffer to a parameter: (callee module, callee qualname, parameter,
-#: caller module, caller function, line, the call's dotted function). Plain data, so a scan step can
-#: carry it between runs.
-Handoff = tuple[str, str, str, str, str, int, str]
+#: caller module, caller function, line, the call's dotted function, guess). ``guess`` is how many functions
+#: bear the callee's name when the call reaches it by that name alone (its receiver's type unknown, several
+#: candidates), 0 when it is resolved (by name with one candidate, in the class, through the receiver's type).
+#: Plain data, so a scan step can carry it between runs.
+Handoff = tuple[str, str, str, str, str, int, str, int]
 
 
 class Summaries:
@@ -148,7 +150,7 @@ class Summaries:
         handed = sorted((h for h in self.handed.get((node, name), ()) if (h[3], h[4]) in order),
                         key=lambda h: (order[(h[3], h[4])], h))
         excluded: Origin | None = None  # a buffer the kind's `exclude` takes out: used when no other is handed
-        for _, _, _, cmod, cscope, line, func in handed:
+        for _, _, _, cmod, cscope, line, func, _ in handed:
             if caller is not None and (cmod, cscope) != caller:
                 continue
             cfacts = self.r.modules.facts(cmod)
@@ -198,12 +200,14 @@ class Summaries:
                                          if self.prov.origin(facts, cs.scope, a, cs.line) is not None]
                 found: list[Handoff] = []
                 if whole:
-                    for module, fn in self.callees(facts, cs):
+                    callees, guess = self.resolve_call(facts, cs)
+                    for module, fn in callees:
                         bound = is_bound(fn, cs.func)
                         for param in fn.params:
                             arg = argument(cs.args, cs.kwargs, cs.starred, fn, param, bound)
                             if arg is not None and any(arg is w for w in whole):
-                                found.append((module, fn.qualname, param, facts.module, cs.scope, cs.line, cs.func))
+                                found.append((module, fn.qualname, param, facts.module, cs.scope, cs.line, cs.func,
+                                              guess))
                 done[i] = found
             finished = True
         finally:
@@ -214,11 +218,16 @@ class Summaries:
     def callees(self, facts: FileFacts, cs: CallSite) -> list[tuple[str, Definition]]:
         """The functions a call may run: resolved by name; ``self.m()`` in the class or its bases; a typed
         receiver's method in the classes related to its types; by name when few functions carry it."""
+        return self.resolve_call(facts, cs)[0]
+
+    def resolve_call(self, facts: FileFacts, cs: CallSite) -> tuple[list[tuple[str, Definition]], int]:
+        """:meth:`callees`, and how many functions bear the name when they were found by that name alone
+        (the receiver's type unknown) and more than one does: the call is then a guess; 0 otherwise."""
         parts = cs.func.split(".")
         name = parts[-1]
         module = facts.module
         if parts[0] == "super()":
-            return []
+            return [], 0
         found: list[tuple[str, Definition]] = []
         if parts[0] in ("self", "cls") and len(parts) == 2:
             cls = enclosing_class(facts, cs.scope)
@@ -230,17 +239,19 @@ class Summaries:
             if t.target.kind == "def" and t.target.definition is not None and t.target.definition.kind != "class":
                 found.append((t.target.module, t.target.definition))
         if found or len(parts) < 2 or parts[0] in ("self", "cls") and len(parts) == 2:
-            return found
+            return found, 0
         recv = receiver_of(cs.func)
         types = self.graph.receivers.types_of((module, cs.scope), recv) if recv is not None else None
+        guess = 0
         if types:
             names = tuple(sorted({t[1].rsplit(".", 1)[-1] for t in types}))
             defining = {sf.abspath for sf in self.graph.queries.select(("defines", name))}
             files = [sf for sf in self.graph.queries.select(("contains", names)) if sf.abspath in defining]
-        elif self.graph.def_count(name) <= WEAK_FANOUT:
+        elif (count := self.graph.def_count(name)) <= WEAK_FANOUT:
             files = self.graph.queries.select(("defines", name))
+            guess = count if count > 1 else 0
         else:
-            return []
+            return [], 0
         for f in self.r.index.load_files(files):
             for d in f.definitions:
                 if d.name != name or d.kind == "class":
@@ -248,7 +259,13 @@ class Summaries:
                 if types and (d.kind != "method" or not self.graph.receivers.related((f.module, d.parent), types)):
                     continue
                 found.append((f.module, d))
-        return found
+        return found, guess
+
+    def guessed(self, caller: Node, callee: Node) -> int:
+        """How many functions share ``callee``'s name when every handoff from ``caller`` into ``callee`` reaches it
+        by name alone among several (the handoffs' ``guess``); 0 when one of them is resolved."""
+        got = [h[7] for hs in self.handed.values() for h in hs if (h[3], h[4]) == caller and (h[0], h[1]) == callee]
+        return 0 if not got or 0 in got else max(got)
 
     # -- helper results: a full-size derivation of an argument ----------------------------------
     def derived(self, facts: FileFacts, scope: str, call: Call, line: int, depth: int) -> tuple[Expr, str] | None:

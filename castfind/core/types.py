@@ -167,24 +167,28 @@ class Condition:
 
 @dataclass(frozen=True, slots=True)
 class Guess:
-    """A hot path that rests on a guess: the call ``caller -> callee`` on it was resolved by the method's name
-    alone (``how`` is ``"by-name"``: its receiver's type is unknown) among ``candidates`` functions of that
-    name, and no path without such a guess reaches an entry point (:meth:`castfind.analysis.callgraph.CallGraph.judged`)."""
+    """A finding that rests on a guess: the call ``caller -> callee`` was resolved by the method's name alone
+    (``how`` is ``"by-name"``: its receiver's type is unknown) among ``candidates`` functions of that name.
+    ``on`` says what rests on it: the ``hot-path`` (no path without such a call reaches an entry point,
+    :meth:`castfind.analysis.callgraph.CallGraph.judged`) or the ``handoff`` of the whole buffer to the cast's
+    parameter (no caller hands one through a resolved call)."""
 
     caller: str
     callee: str
     name: str
     candidates: int
+    on: Literal["hot-path", "handoff"] = "hot-path"
     how: str = "by-name"
 
     @property
     def text(self) -> str:
         """What a finding's message says of it: ``hot path rests on a guess: 3 methods named run``."""
-        return f"hot path rests on a guess: {self.candidates} methods named {self.name}"
+        what = "hot path" if self.on == "hot-path" else "whole-buffer handoff"
+        return f"{what} rests on a guess: {self.candidates} methods named {self.name}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"edge": f"{self.caller} -> {self.callee}", "how": self.how, "candidates": self.candidates,
-                "name": self.name}
+                "name": self.name, "on": self.on}
 
 
 @dataclass(frozen=True, slots=True)
