@@ -47,6 +47,12 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
      dimension names that are small by what they count (``*kernel*`` taps, ``*_mult`` copies) are data in the
      rules' ``cost.tiny``, not code.
 
+   * **never** (an error becomes a warning): a test around the cast on its own operand's dtype
+     (``if w.dtype != torch.bfloat16:``, or the rest of a block after ``if w.dtype == torch.bfloat16: return``;
+     :mod:`castfind.analysis.operand_guards`) is false for the literal dtype the operand was declared with:
+     the cast never runs there. The note names the test and the declared dtype. A test castfind cannot read
+     (the device, another variable, another tensor's dtype) decides nothing.
+
    A finding whose allocation is not found has no cost and keeps its severity: nothing is downgraded
    on a guess.
 
@@ -65,6 +71,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from castfind.analysis.getters import ClassRef, GetterCall, Held, Holders, dtype_like
+from castfind.analysis.operand_guards import never_runs
 from castfind.core import casts
 from castfind.core.rules import CostSpec, RuleSet, glob_match
 from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime
@@ -580,8 +587,34 @@ class CostModel:
         walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
         cost = self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
         if cost is None and end.weight_of is not None:
-            cost = self._cost_of(end.weight_of, *self._dst(cast), own=own, loops=bounds, walks=walks)
-        return cost
+            end = end.weight_of
+            cost = self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
+        return self._guarded(finding, cast, end, cost)
+
+    def _guarded(self, finding: Finding, cast: Cast, held: Held, cost: Cost | None) -> Cost | None:
+        """``cost`` with the verdict ``never`` when a test around the cast on its own operand's dtype is false
+        for the literal dtype the operand was declared with (:mod:`castfind.analysis.operand_guards`): a
+        getter's ``.view(dtype)``, or the ``dtype=`` every allocation of the buffer agrees on (an allocation
+        under an ``if`` with another dtype, or none, leaves it unknown). A parameter's operand is known only
+        when every call that hands it one agrees on its holder (:meth:`Holders.from_callers`)."""
+        if cost is None or cost.verdict == "no-op" or not cost.src_dtype:
+            return cost
+        if len(held.holders) != 1:
+            return cost  # several classes may hold it: their dtypes may differ
+        if not held.view:
+            ref = held.holders[0]
+            _, found = self._allocs_in(ref, f"*.{held.attr}" if held.on_param else f"self.{held.attr}",
+                                       ("linear",) if held.module_weight else ("tensor", "parameter", "linear"))
+            if len({a.dtype for a in found if a.shape is not None}) != 1:
+                return cost
+        src = canonical_literal(cost.src_dtype)
+        operand = render(cast.receiver)
+        g = never_runs(cast.guards, operand, src, canonical_literal) if src else None
+        if g is None:
+            return cost
+        test = f"not ({g.test})" if g.negated else g.test
+        note = f"never runs here: `{test}` ({finding.path}:{g.line}) is false for {operand}, declared {src}"
+        return replace(cost, verdict="never", note=note)
 
     def _loop_bounds(self, here: ClassRef | None, loops: Sequence[tuple[str, str]]) -> list[str]:
         """The trip count of each ``for`` around the cast that walks a ``range``: ``range(N)`` → ``N``,
@@ -774,6 +807,13 @@ def _literal_dtype(text: str) -> bool:
     return text.startswith("torch.") and text.removeprefix("torch.") in DTYPE_BYTES
 
 
+def canonical_literal(text: str) -> str | None:
+    """A literal dtype as written (``torch.float``) → its canonical name (``torch.float32``); None for anything
+    else (a formula, ``self.dtype``)."""
+    c = _canonical(text)
+    return c if _literal_dtype(c) else None
+
+
 #: A dimension factor count that is never small (an expression the rule cannot read).
 _MANY = 99
 
@@ -905,11 +945,12 @@ def check(cost: Cost, measured: Runtime, bound: Bindings) -> CostCheck:
 
 def judged(finding: Finding, cost: Cost | None) -> Finding:
     """``finding`` with its cost, and the severity the cost's verdict gives it: a no-op cast is info, a
-    buffer small by construction makes an error a warning (the message says why); otherwise as it was."""
+    buffer small by construction or a cast its operand's dtype keeps from running makes an error a warning
+    (the message says why); otherwise as it was."""
     if cost is None:
         return finding
     if cost.verdict == "no-op" and finding.severity != "info":
         return replace(finding, cost=cost, severity="info", message=f"{finding.message} ({cost.note})")
-    if cost.verdict == "tiny" and finding.severity == "error":
+    if cost.verdict in ("tiny", "never") and finding.severity == "error":
         return replace(finding, cost=cost, severity="warning", message=f"{finding.message} ({cost.note})")
     return replace(finding, cost=cost)
