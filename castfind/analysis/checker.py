@@ -15,7 +15,6 @@ casts (``castfind scan --stops``).
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -458,15 +457,9 @@ class Checker:
         )
 
     def conditions(self, facts: FileFacts, cast: Cast, path: tuple[Node, ...]) -> tuple[Condition, ...]:
-        """The branch tests between the entry point and the cast, outermost first: the ifs common to the
-        calls of each edge of the hot path ``path`` (:meth:`CallGraph.edge_guards`), then those around the
-        cast in its own function. A path that crosses a file outside the index adds nothing for that edge."""
-        out: list[Condition] = []
-        for caller, callee in itertools.pairwise(path):
-            where, guards = self.graph.edge_guards(caller, callee)
-            out += (Condition(g.test, g.negated, where, g.line) for g in guards)
-        out += (Condition(g.test, g.negated, facts.path, g.line) for g in cast.guards)
-        return tuple(out)
+        """The branch tests between the entry point and the cast along the hot path ``path``
+        (:meth:`CallGraph.conditions`)."""
+        return self.graph.conditions(path, facts.path, cast.guards)
 
 
 @dataclass(frozen=True, slots=True)

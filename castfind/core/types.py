@@ -190,6 +190,9 @@ class Finding:
     #: The branch tests between the entry point and the cast, outermost first: those around each call on
     #: the hot path, then those around the cast in its function (:class:`Condition`).
     conditions: tuple[Condition, ...] = ()
+    #: Why the finding is off the deployment's path ("" when it is on it, or no deployment was given):
+    #: ``branch: _is_hip is false on --platform cuda`` (:mod:`castfind.analysis.deployment`).
+    off_path: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,6 +213,7 @@ class Finding:
             "runtime": self.runtime.to_dict() if self.runtime else None,
             "cost": self.cost.to_dict() if self.cost else None,
             "conditions": [c.to_dict() for c in self.conditions],
+            "off_path": self.off_path,
         }
 
     def __str__(self) -> str:

@@ -181,6 +181,10 @@ def summary(report: ScanReport) -> str:
     out_of_scope = report.stats.get("out_of_scope")
     if isinstance(out_of_scope, int) and out_of_scope:
         text += f", and {out_of_scope} in tests/benchmarks, shown with --include-tests"
+    shows = {"branch": "--all-paths", "model": "--all-models"}
+    for kind, n in sorted(report.off_path.items()):
+        if n:
+            text += f"; {_plural(n, 'finding')} off this deployment's path ({shows.get(kind, kind)} shows them)"
     return text
 
 
