@@ -65,6 +65,10 @@ CUDA_TABLE = [
     ('1 < server_args.tp_size < 4', None),  # a chain
     ("is_cuda(device)", None), ("is_sm90_supported()", None), ("envs.SGLANG_X", None),
     ("True", True), ("None", False), ("if x", None), ("", None),
+    # A tensor's device type: another platform's is false; its own and cpu (any platform's) stay open.
+    ('x.device.type == "mps"', False), ('x.device.type != "mps"', True), ('device_type == "npu"', False),
+    ('target_device.type not in {"npu", "mps"}', True), ('target_device.type in {"cpu", "mps"}', None),
+    ('q.device.type == "cuda"', None), ('t.device.type == "cpu"', None),
 ]
 
 
@@ -78,6 +82,8 @@ def test_evaluator_on_cuda_with_flashinfer_and_tp2(test: str, want: bool | None)
     ("rocm", "_use_aiter", None), ("rocm", "_is_hip", True), ("rocm", "is_cuda_alike()", True),
     ("rocm", "_is_cuda", False), ("cpu", "_is_cpu_amx_available", None), ("cpu", "_is_cuda", False),
     ("npu", "_is_npu", True), ("mps", "torch.backends.mps.is_available()", True),
+    ("rocm", 'q.device.type == "cuda"', None), ("npu", 'q.device.type == "cuda"', False),
+    (None, 'x.device.type == "mps"', None),
     (None, "_is_hip", None), (None, "is_cuda()", None),  # no platform given: platform tests stay open
 ])
 def test_evaluator_per_platform(platform: str | None, test: str, want: bool | None) -> None:
@@ -211,9 +217,10 @@ def test_a_users_platform_is_known_once_its_rule_file_names_it(tmp_path: Path) -
 
 @pytest.mark.parametrize(("text", "key", "reason"), [
     ("deployment:\n  platforms:\n    cuda: [is_cuda]\n", "deployment.platforms.cuda",
-     "expected a mapping {holds: [...], only: [...]}, got a list"),
+     "expected a mapping {holds: [...], only: [...], devices: [...]}, got a list"),
     ("deployment:\n  platforms:\n    cuda:\n      true: [is_cuda]\n", "deployment.platforms.cuda.True",
-     "unknown key; expected one of ['holds', 'only']"),
+     "unknown key; expected one of ['devices', 'holds', 'only']"),
+    ("deployment:\n  device_fields: {a: b}\n", "deployment.device_fields", "expected a list of strings, got a mapping"),
     ("deployment:\n  flags:\n    backend: [x.backend]\n", "deployment.flags.backend",
      "unknown flag; expected one of ['attention_backend', 'kv_cache_dtype', 'quantization', 'tp']"),
     ("deployment:\n  flags:\n    tp: [3]\n", "deployment.flags.tp", "expected a string, got the number 3 (item 1)"),

@@ -147,8 +147,32 @@ class Deployment:
             return bool(bound[1])
         return None
 
+    def _device(self, left: ast.expr, op: ast.cmpop, right: ast.expr) -> Truth:
+        """``x.device.type == "mps"`` (``!=``, ``in``, ``not in``): false (true) when the platform given cannot
+        hold a tensor of that device type and some other platform can; open otherwise (``cpu``, or its own)."""
+        atom = _atom(left)
+        literal = _literal(right)
+        if self.platform is None or atom is None or not _matches(self.spec.device_fields, atom):
+            return None
+        if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(literal, str):
+            names = (literal,)
+        elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(literal, (tuple, frozenset)):
+            names = tuple(literal)
+        else:
+            return None
+        mine = next(p.devices for p in self.spec.platforms if p.name == self.platform)
+        listed = {d for p in self.spec.platforms for d in p.devices}
+        if not names or any(n not in listed or n in mine for n in names):
+            return None
+        return isinstance(op, (ast.NotEq, ast.NotIn))
+
     def _compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr, used: list[str]) -> Truth:
-        """``FIELD op LITERAL`` (or the literal first, for ``==`` and ``!=``) with FIELD bound to a flag."""
+        """``FIELD op LITERAL`` (or the literal first, for ``==`` and ``!=``) with FIELD bound to a flag, or
+        FIELD a tensor's device type (:meth:`_device`)."""
+        device = self._device(left, op, right)
+        if device is not None:
+            used.append(f"--platform {self.platform}")
+            return device
         for field, lit, flipped in ((left, right, False), (right, left, True)):
             atom = _atom(field)
             bound = self._flag_value(atom) if atom is not None else None

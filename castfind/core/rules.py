@@ -320,6 +320,9 @@ class PlatformSpec:
     name: str
     holds: tuple[str, ...] = ()
     only: tuple[str, ...] = ()
+    #: The device types a tensor may have on this platform (``cuda`` on rocm too); a device type no platform
+    #: lists (``cpu``, which every platform may hold) decides nothing.
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -333,6 +336,9 @@ class DeploymentSpec:
 
     platforms: tuple[PlatformSpec, ...] = ()
     flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Patterns of the fields that hold a tensor's device type (``*device.type``), compared with a platform's
+    #: ``devices``: ``x.device.type == "mps"`` is false on cuda.
+    device_fields: tuple[str, ...] = ()
 
     def platform_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.platforms)
@@ -894,12 +900,15 @@ def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
 
 
 def _parse_deployment(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
-    """``deployment: {platforms: {NAME: {holds: [PATTERN], only: [PATTERN]}}, flags: {FLAG: [PATTERN]}}``; a
+    """``deployment: {platforms: {NAME: {holds: [PATTERN], only: [PATTERN], devices: [TYPE]}}, flags: {FLAG:
+    [PATTERN]}, device_fields: [PATTERN]}``; a
     later file's patterns are added to the earlier ones (another engine's spellings, no code)."""
     dep = f.mapping(data, "deployment", "deployment", " {platforms: {NAME: {holds: [...], only: [...]}}, flags: ...}")
     if dep is None:
         return
-    f.keys(dep, ("platforms", "flags"), "deployment")
+    f.keys(dep, ("platforms", "flags", "device_fields"), "deployment")
+    acc["device_fields"]["*"] = _union(acc["device_fields"].get("*", ()),
+                                       _patterns(f, dep, "device_fields", "deployment.device_fields"))
     platforms = f.mapping(dep, "platforms", "deployment.platforms", " {NAME: {holds: [PATTERN], only: [PATTERN]}}")
     for name, spec in (platforms or {}).items():
         where = f"deployment.platforms.{name}"
@@ -907,11 +916,12 @@ def _parse_deployment(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> N
             f.err(_key_line(platforms, name), where, f"expected a platform name, got {_what(name)}")
             continue
         if not isinstance(spec, _Map):
-            f.err(_key_line(platforms, name), where, f"expected a mapping {{holds: [...], only: [...]}}, got {_what(spec)}")
+            f.err(_key_line(platforms, name), where,
+                  f"expected a mapping {{holds: [...], only: [...], devices: [...]}}, got {_what(spec)}")
             continue
-        f.keys(spec, ("holds", "only"), where)
-        have = acc["platforms"].setdefault(name, {"holds": (), "only": ()})
-        for key in ("holds", "only"):
+        f.keys(spec, ("holds", "only", "devices"), where)
+        have = acc["platforms"].setdefault(name, {"holds": (), "only": (), "devices": ()})
+        for key in ("holds", "only", "devices"):
             have[key] = _union(have[key], _patterns(f, spec, key, f"{where}.{key}"))
     flags = f.mapping(dep, "flags", "deployment.flags", " {FLAG: [PATTERN, ...]}")
     for key in flags if flags is not None else ():
@@ -921,6 +931,11 @@ def _parse_deployment(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> N
             f.err(_key_line(flags, key), where, f"unknown flag; expected one of {list(DEPLOYMENT_FLAGS)}")
             continue
         acc["flags"][key] = _union(acc["flags"].get(key, ()), _patterns(f, flags, key, where))
+
+
+def _deployment_spec(acc: dict[str, dict[str, Any]]) -> DeploymentSpec:
+    return DeploymentSpec(tuple(PlatformSpec(n, p["holds"], p["only"], p["devices"]) for n, p in acc["platforms"].items()),
+                          tuple(acc["flags"].items()), acc["device_fields"].get("*", ()))
 
 
 def _patterns(f: _File, m: _Map, key: str, where: str) -> tuple[str, ...]:
@@ -1093,7 +1108,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                            "casts": dict(cast_table.by_name()), "entry_point_rank": {},
                            "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {},
                                     "tiny": {}},
-                           "deployment": {"platforms": {}, "flags": {}}}
+                           "deployment": {"platforms": {}, "flags": {}, "device_fields": {}}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
         files = rule_files(wanted + list(dirs or []))
@@ -1113,8 +1128,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_decorators"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
                  tuple(str(f) for f in files), acc["entry_point_rank"], _cost_spec(acc["cost"]),
-                 DeploymentSpec(tuple(PlatformSpec(n, p["holds"], p["only"]) for n, p in acc["deployment"]["platforms"].items()),
-                                tuple(acc["deployment"]["flags"].items())))
+                 _deployment_spec(acc["deployment"]))
     return rs, errors
 
 
