@@ -200,6 +200,10 @@ def test_cli_json_text_and_exit_codes(tmp_path: Path) -> None:
     r = run_castfind("scan", str(FIX), "--no-cache", "--attention-backend", "slow")
     assert r.returncode == 1
     assert "3 findings off this deployment's path (--all-paths shows them)" in r.stdout
+    r = run_castfind("scan", str(FIX), "--no-cache", "--attention-backend", "slow", "--all-paths")
+    assert (f"    off this deployment's path: branch: {EITHER_TEST} is false on --attention-backend slow"
+            in r.stdout.splitlines())
+    assert "off this deployment's path (" not in r.stdout  # nothing left out, nothing counted
 
 
 def test_unknown_platform_is_a_usage_error() -> None:

@@ -136,6 +136,8 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
         details.append(f"hot path: {' → '.join(f.hot_path)}")
     if f.conditions:
         details.append(f"only when: {format_conditions(f.conditions, f.root)}")
+    if f.off_path:
+        details.append(f"off this deployment's path: {f.off_path}")
     if f.provenance:
         details.append(f"provenance: {' → '.join(f.provenance)}")
     if f.cost is not None:
