@@ -65,6 +65,24 @@ class ClosedEdges(Protocol):
     def __call__(self, caller: Node, callee: Node) -> bool: ...
 
 
+class EdgeGuards(Protocol):
+    """What :func:`path_conditions` reads of a call graph (:meth:`CallGraph.edge_guards`)."""
+
+    def edge_guards(self, caller: Node, node: Node) -> tuple[str, tuple[Guard, ...]]: ...
+
+
+def path_conditions(graph: EdgeGuards, path: tuple[Node, ...], where: str, own: Iterable[Guard]) -> tuple[Condition, ...]:
+    """The branch tests between the entry point and a cast, outermost first: the ifs common to the calls of each
+    edge of the hot path ``path`` (:meth:`CallGraph.edge_guards`), then ``own``, the guards around the cast in its
+    own function (in the file ``where``). An edge from a file outside the index adds nothing."""
+    out: list[Condition] = []
+    for caller, callee in itertools.pairwise(path):
+        at, guards = graph.edge_guards(caller, callee)
+        out += (Condition(g.test, g.negated, at, g.line) for g in guards)
+    out += (Condition(g.test, g.negated, where, g.line) for g in own)
+    return tuple(out)
+
+
 def label(node: Node) -> str:
     return f"{node[0]}.{node[1]}" if node[1] else node[0]
 
@@ -288,17 +306,6 @@ class CallGraph:
         got = self.memo.step(("hot-open", closed.key, node), lambda: list(self._search(node, closed)))
         path, decided = got
         return (tuple(path) if path is not None else None), bool(decided)
-
-    def conditions(self, path: tuple[Node, ...], where: str, own: Iterable[Guard]) -> tuple[Condition, ...]:
-        """The branch tests between the entry point and a cast, outermost first: the ifs common to the calls of
-        each edge of the hot path ``path`` (:meth:`edge_guards`), then ``own``, the guards around the cast in
-        its own function (in the file ``where``). An edge from a file outside the index adds nothing."""
-        out: list[Condition] = []
-        for caller, callee in itertools.pairwise(path):
-            at, guards = self.edge_guards(caller, callee)
-            out += (Condition(g.test, g.negated, at, g.line) for g in guards)
-        out += (Condition(g.test, g.negated, where, g.line) for g in own)
-        return tuple(out)
 
     def edge_guards(self, caller: Node, node: Node) -> tuple[str, tuple[Guard, ...]]:
         """The ifs around the calls in ``caller`` that may reach ``node``: those common to every such call

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from castfind.analysis.callgraph import CallGraph, Node, label
+from castfind.analysis.callgraph import CallGraph, Node, label, path_conditions
 from castfind.analysis.provenance import (
     MAX_CALLS,
     STOP_REASONS,
@@ -458,8 +458,8 @@ class Checker:
 
     def conditions(self, facts: FileFacts, cast: Cast, path: tuple[Node, ...]) -> tuple[Condition, ...]:
         """The branch tests between the entry point and the cast along the hot path ``path``
-        (:meth:`CallGraph.conditions`)."""
-        return self.graph.conditions(path, facts.path, cast.guards)
+        (:func:`~castfind.analysis.callgraph.path_conditions`)."""
+        return path_conditions(self.graph, path, facts.path, cast.guards)
 
 
 @dataclass(frozen=True, slots=True)

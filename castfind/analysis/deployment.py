@@ -261,21 +261,29 @@ def prune(found: Sequence[Finding], dep: Deployment, graph: Callable[[], CallGra
             continue
         ff = facts(f)
         cast = _cast_of(ff, f) if ff is not None else None
-        own = cast.guards if cast is not None else ()
-        mine = _reason(dep, [(g.test, g.negated) for g in own])
-        if mine is not None or cast is None:
-            out.append(replace(f, off_path=mine or why))
+        if cast is None:  # its file's facts are gone (edited since): nothing to decide with, it stays on
+            out.append(f)
+            continue
+        mine = _reason(dep, [(g.test, g.negated) for g in cast.guards])
+        if mine is not None:
+            out.append(replace(f, off_path=mine))
             continue
         if not built:
             built.append(graph())
-        g = built[0]
-        path, decided = g.open_path((f.module, f.function), _Closed(dep, g))
-        if path is None:
-            out.append(replace(f, off_path=why) if decided else f)
-            continue
-        labels = tuple(f"{m}.{q}" if q else m for m, q in path)
-        out.append(replace(f, hot_path=labels, conditions=g.conditions(path, f.path, own)))
+        out.append(_repath(f, cast, dep, built[0], why))
     return out
+
+
+def _repath(f: Finding, cast: Cast, dep: Deployment, g: CallGraph, why: str) -> Finding:
+    """``f`` with the path left once the deployment's false edges are closed and its conditions, off the path
+    (``why``) when none is left, unchanged when the search ran out of budget."""
+    from castfind.analysis.callgraph import path_conditions  # PERF: networkx only once a path has a false test
+
+    path, decided = g.open_path((f.module, f.function), _Closed(dep, g))
+    if path is None:
+        return replace(f, off_path=why) if decided else f
+    labels = tuple(f"{m}.{q}" if q else m for m, q in path)
+    return replace(f, hot_path=labels, conditions=path_conditions(g, path, f.path, cast.guards))
 
 
 def _cast_of(facts: FileFacts, f: Finding) -> Cast | None:
