@@ -279,6 +279,7 @@ def plan(request: ScanRequest) -> ScanPlan:
     if cfg.entry_points:
         ruleset = ruleset.with_entry_points(tuple(cfg.entry_points))
     bound = _bindings(ruleset, request.cost)
+    ruleset.deployment.check_platform(request.cost.platform)
     selection = _selection(request, cfg)
     selection.check(report_rules(ruleset, unused_ignores=True))
     if request.only:
@@ -502,6 +503,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         kept += _unused_suppressions(scan_plan, sup.used)
     kept, deselected = _select(scan_plan, kept)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
+    kept, off_path = _deployment_path(scan_plan, kept)
     kept, cost_diags = _costs(scan_plan, kept)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
     diags = [*out.diagnostics, *sup.diagnostics, *cost_diags]
@@ -526,9 +528,42 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         stats["baseline_commit"] = {"ref": scan_plan.request.baseline_commit,
                                     "commits": sorted({at.commit for at in scan_plan.baseline_commit}),
                                     "hidden": outcome.hidden, "fixed": sum(e.count for e in outcome.fixed)}
-    report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
+    report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed, off_path)
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.request.warn_unused_ignores),
                    out.explanations, wrote, out.stops, scan_plan.packages)
+
+
+def _deployment_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], dict[str, int]]:
+    """The findings with their ``off_path`` set under ``--platform`` and the server flags
+    (:mod:`castfind.analysis.deployment`), those off the path left out unless ``--all-paths``, and how many
+    were left out (``{"branch": N}``; empty when no flag binds)."""
+    from castfind.analysis import deployment
+
+    req = scan_plan.request.cost
+    dep = deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
+                                   kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
+    if not dep.active:
+        return found, {}
+    marked = deployment.prune(found, dep, lambda: _call_graph(scan_plan), deployment.facts_reader(scan_plan.index))
+    if req.all_paths:
+        return marked, {}
+    kept = [f for f in marked if not f.off_path.startswith("branch: ")]
+    return kept, {"branch": len(marked) - len(kept)}
+
+
+def _call_graph(scan_plan: ScanPlan) -> Any:
+    """The engine's call graph over the plan's index, its carried steps replayed (the callers found by the scan)."""
+    from castfind.analysis.callgraph import CallGraph
+    from castfind.analysis.resolve import Resolver
+    from castfind.store.textquery import TextQueries
+
+    index, memo = scan_plan.index, scan_plan.memo
+    if memo is None:
+        seed = None
+        if index.cache is not None and scan_plan.memo_key is not None:
+            seed = carried.loads(index.cache.get_memo(scan_plan.memo_key))
+        memo = carried.Memo(index, Predicates(scan_plan.ruleset), seed)
+    return CallGraph(index, Resolver(index), scan_plan.ruleset, TextQueries(index, memo), scan_plan.report_exclude)
 
 
 class _IndexLookup:

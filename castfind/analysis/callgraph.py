@@ -33,7 +33,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable
 from functools import partial
-from typing import Literal
+from typing import Literal, Protocol
 
 import networkx as nx
 
@@ -41,7 +41,7 @@ from castfind.analysis.receivers import Receivers, receiver_of
 from castfind.analysis.resolve import Resolver
 from castfind.core.rules import RuleSet
 from castfind.core.scope import in_scope
-from castfind.core.types import Guess
+from castfind.core.types import Condition, Guess
 from castfind.read.facts import CallSite, Guard, from_dotted
 from castfind.store.discover import SourceFile
 from castfind.store.index import Index
@@ -56,6 +56,34 @@ Node = tuple[str, str]  # (module, qualname inside the module)
 #: How a call edge was resolved: through the resolver (imports, aliases), the receiver's known types, the class
 #: hierarchy of ``self.m()``, or by the method's name alone (receiver unknown, at most :data:`WEAK_FANOUT`).
 EdgeHow = Literal["direct", "typed", "cha", "by-name"]
+
+
+class ClosedEdges(Protocol):
+    """Call edges a search may not take (a deployment's false branches: :mod:`castfind.analysis.deployment`);
+    ``key`` names the restriction in memo keys (the same key, the same closed edges)."""
+
+    @property
+    def key(self) -> str: ...
+
+    def __call__(self, caller: Node, callee: Node) -> bool: ...
+
+
+class EdgeGuards(Protocol):
+    """What :func:`path_conditions` reads of a call graph (:meth:`CallGraph.edge_guards`)."""
+
+    def edge_guards(self, caller: Node, node: Node) -> tuple[str, tuple[Guard, ...]]: ...
+
+
+def path_conditions(graph: EdgeGuards, path: tuple[Node, ...], where: str, own: Iterable[Guard]) -> tuple[Condition, ...]:
+    """The branch tests between the entry point and a cast, outermost first: the ifs common to the calls of each
+    edge of the hot path ``path`` (:meth:`CallGraph.edge_guards`), then ``own``, the guards around the cast in its
+    own function (in the file ``where``). An edge from a file outside the index adds nothing."""
+    out: list[Condition] = []
+    for caller, callee in itertools.pairwise(path):
+        at, guards = graph.edge_guards(caller, callee)
+        out += (Condition(g.test, g.negated, at, g.line) for g in guards)
+    out += (Condition(g.test, g.negated, where, g.line) for g in own)
+    return tuple(out)
 
 
 def label(node: Node) -> str:
@@ -253,7 +281,7 @@ class CallGraph:
         first = next(((a, b, n) for a, b in itertools.pairwise(path) if (n := self.guessed(a, b))), None)
         if first is None:
             return path, None
-        sure = self.memo.step(("hot-sure", node), lambda: self._search(node, sure=True))
+        sure = self.memo.step(("hot-sure", node), lambda: self._search(node, sure=True)[0])
         if sure is not None:
             return tuple(sure), None
         a, b, n = first
@@ -310,8 +338,16 @@ class CallGraph:
 
     def hot_nodes(self, node: Node) -> tuple[Node, ...] | None:
         """The functions of :meth:`hot_path`, as nodes."""
-        path = self.memo.step(("hot", node), lambda: self._search(node))
+        path = self.memo.step(("hot", node), lambda: self._search(node)[0])
         return tuple(path) if path is not None else None
+
+    def open_path(self, node: Node, closed: ClosedEdges) -> tuple[tuple[Node, ...] | None, bool]:
+        """The hot path of ``node`` once the edges ``closed`` names are removed (the same reverse search,
+        memoised under its own key), and whether the search decided: False when it ran out of its budget
+        before it found an entry point or ran out of callers (then the caller should keep what it knew)."""
+        got = self.memo.step(("hot-open", closed.key, node), lambda: list(self._search(node, closed)))
+        path, decided = got
+        return (tuple(path) if path is not None else None), bool(decided)
 
     def edge_guards(self, caller: Node, node: Node) -> tuple[str, tuple[Guard, ...]]:
         """The ifs around the calls in ``caller`` that may reach ``node``: those common to every such call
@@ -323,10 +359,13 @@ class CallGraph:
             return "", ()
         return sf.path, tuple(g for g in sites[0].guards if all(g in cs.guards for cs in sites[1:]))
 
-    def _search(self, start: Node, sure: bool = False) -> tuple[Node, ...] | None:
-        """A shortest path from an entry point to ``start``; with ``sure``, through no guessed edge."""
+    def _search(self, start: Node, closed: ClosedEdges | None = None,
+                sure: bool = False) -> tuple[tuple[Node, ...] | None, bool]:
+        """A shortest path from an entry point to ``start`` (None: none), and whether the search decided
+        (False: the budget ran out first). With ``closed``, those edges are not taken, and only paths found
+        under the same restriction are reused; with ``sure``, no guessed edge is taken."""
         if self.rules.is_entry(start[1]):
-            return (start,)
+            return (start,), True
         parent: dict[Node, Node | None] = {start: None}
         queue = deque([start])
         visited = 0
@@ -334,10 +373,14 @@ class CallGraph:
             cur = queue.popleft()
             visited += 1
             for pred in self.callers(cur):
-                if pred in parent or (sure and self.guessed(pred, cur)):
+                if pred in parent or (sure and self.guessed(pred, cur)) or (closed is not None and closed(pred, cur)):
                     continue
                 parent[pred] = cur
-                known = self.memo.peek(("hot-sure" if sure else "hot", pred))[1]
+                if closed is not None:
+                    seen = self.memo.peek(("hot-open", closed.key, pred))[1]
+                    known = seen[0] if seen else None
+                else:
+                    known = self.memo.peek(("hot-sure" if sure else "hot", pred))[1]
                 if self.rules.is_entry(pred[1]) or known:
                     chain: list[Node] = []
                     n: Node | None = pred
@@ -345,7 +388,7 @@ class CallGraph:
                         chain.append(n)
                         n = parent[n]
                     prefix = tuple(known[:-1]) if known else ()
-                    return prefix + tuple(chain)
+                    return prefix + tuple(chain), True
                 if not self.rules.is_once_function(pred[1].rsplit(".", 1)[-1]):
                     queue.append(pred)
-        return None
+        return None, not queue

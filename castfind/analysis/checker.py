@@ -15,14 +15,13 @@ casts (``castfind scan --stops``).
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from castfind.analysis.callgraph import CallGraph, Node, label
+from castfind.analysis.callgraph import CallGraph, Node, label, path_conditions
 from castfind.analysis.provenance import (
     MAX_CALLS,
     STOP_REASONS,
@@ -487,15 +486,9 @@ class Checker:
         )
 
     def conditions(self, facts: FileFacts, cast: Cast, path: tuple[Node, ...]) -> tuple[Condition, ...]:
-        """The branch tests between the entry point and the cast, outermost first: the ifs common to the
-        calls of each edge of the hot path ``path`` (:meth:`CallGraph.edge_guards`), then those around the
-        cast in its own function. A path that crosses a file outside the index adds nothing for that edge."""
-        out: list[Condition] = []
-        for caller, callee in itertools.pairwise(path):
-            where, guards = self.graph.edge_guards(caller, callee)
-            out += (Condition(g.test, g.negated, where, g.line) for g in guards)
-        out += (Condition(g.test, g.negated, facts.path, g.line) for g in cast.guards)
-        return tuple(out)
+        """The branch tests between the entry point and the cast along the hot path ``path``
+        (:func:`~castfind.analysis.callgraph.path_conditions`)."""
+        return path_conditions(self.graph, path, facts.path, cast.guards)
 
 
 @dataclass(frozen=True, slots=True)

@@ -306,6 +306,48 @@ class CostSpec:
 
 #: The flags a ``cost.flags`` entry may name.
 COST_FLAGS = ("kv_tokens", "kv_cache_dtype")
+#: The server flags a ``deployment.flags`` entry may name (the scan options of the same name).
+DEPLOYMENT_FLAGS = ("attention_backend", "kv_cache_dtype", "quantization", "tp")
+
+
+@dataclass(frozen=True)
+class PlatformSpec:
+    """One ``deployment.platforms`` entry: ``holds``, patterns of the predicates true on this platform
+    (``is_cuda``, ``_is_cuda``, ``*.is_cuda``); ``only``, those that may hold only on it (``_use_aiter``:
+    open on rocm, false elsewhere). A predicate some platform lists is false on every platform that lists
+    it in neither (platforms are exclusive)."""
+
+    name: str
+    holds: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+    #: The device types a tensor may have on this platform (``cuda`` on rocm too); a device type no platform
+    #: lists (``cpu``, which every platform may hold) decides nothing.
+    devices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """``deployment:``: how the code spells the deployment (:mod:`castfind.analysis.deployment`):
+    ``platforms`` (:class:`PlatformSpec`, in file order) and ``flags``: a server flag of
+    :data:`DEPLOYMENT_FLAGS` → patterns of the fields that hold its value (``*server_args.attention_backend``).
+    A pattern is an expression as written, quotes either way, ``()`` of a call with no arguments left out;
+    ``*`` matches any text; it matches a test's name, attribute chain, subscript or call with no arguments
+    when it matches the whole of it or the part after one of its dots."""
+
+    platforms: tuple[PlatformSpec, ...] = ()
+    flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Patterns of the fields that hold a tensor's device type (``*device.type``), compared with a platform's
+    #: ``devices``: ``x.device.type == "mps"`` is false on cuda.
+    device_fields: tuple[str, ...] = ()
+
+    def platform_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.platforms)
+
+    def check_platform(self, name: str | None) -> None:
+        """ValueError, one line listing the known ones, for a ``--platform`` no ``deployment.platforms`` names."""
+        if name is not None and name not in self.platform_names():
+            known = ", ".join(self.platform_names()) or "none (the rule files define no deployment.platforms)"
+            raise ValueError(f"--platform {name}: unknown platform; known: {known}")
 
 
 @dataclass(frozen=True)
@@ -327,6 +369,9 @@ class RuleSet:
     entry_point_rank: dict[str, float] = field(default_factory=dict)
     #: ``cost:``: configuration → the names of allocation formulas (:mod:`castfind.analysis.cost`).
     cost: CostSpec = field(default_factory=CostSpec)
+    #: ``deployment:``: the code's spellings of platforms and server flags (:class:`DeploymentSpec`). Read in
+    #: ``post``, after the engine: not part of the repr the carried results' key digests.
+    deployment: DeploymentSpec = field(default_factory=DeploymentSpec, repr=False)
     _words: re.Pattern[bytes] | None = field(default=None, compare=False)
 
     def is_entry(self, qualname: str) -> bool:
@@ -392,7 +437,8 @@ class RuleSet:
         return AnyPattern(tuple(re.compile(a) for a in alts)) if alts else None
 
 
-_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "rules")
+_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "deployment",
+             "rules")
 _COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation", "tiny")
 _TINY_KEYS = ("max_bytes", "max_literal", "small_dims")
 _KIND_KEYS = ("getters", "attributes", "exclude", "infer_getters", "replace", "weight")
@@ -735,6 +781,7 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
             _parse_cast_override(f, casts, m, spec, acc["casts"])
     _parse_rank(f, data, acc["entry_point_rank"])
     _parse_cost(f, data, acc["cost"])
+    _parse_deployment(f, data, acc["deployment"])
     rules = data.get("rules")
     if rules is None:
         return
@@ -850,6 +897,53 @@ def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
             acc["tiny"][key] = n
     if "small_dims" in tiny:
         acc["tiny"]["small_dims"] = f.strings(tiny, "small_dims", "cost.tiny.small_dims")
+
+
+def _parse_deployment(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
+    """``deployment: {platforms: {NAME: {holds: [PATTERN], only: [PATTERN], devices: [TYPE]}}, flags: {FLAG:
+    [PATTERN]}, device_fields: [PATTERN]}``; a
+    later file's patterns are added to the earlier ones (another engine's spellings, no code)."""
+    dep = f.mapping(data, "deployment", "deployment", " {platforms: {NAME: {holds: [...], only: [...]}}, flags: ...}")
+    if dep is None:
+        return
+    f.keys(dep, ("platforms", "flags", "device_fields"), "deployment")
+    acc["device_fields"]["*"] = _union(acc["device_fields"].get("*", ()),
+                                       _patterns(f, dep, "device_fields", "deployment.device_fields"))
+    platforms = f.mapping(dep, "platforms", "deployment.platforms", " {NAME: {holds: [PATTERN], only: [PATTERN]}}")
+    for name, spec in (platforms or {}).items():
+        where = f"deployment.platforms.{name}"
+        if not isinstance(name, str) or not name:
+            f.err(_key_line(platforms, name), where, f"expected a platform name, got {_what(name)}")
+            continue
+        if not isinstance(spec, _Map):
+            f.err(_key_line(platforms, name), where,
+                  f"expected a mapping {{holds: [...], only: [...], devices: [...]}}, got {_what(spec)}")
+            continue
+        f.keys(spec, ("holds", "only", "devices"), where)
+        have = acc["platforms"].setdefault(name, {"holds": (), "only": (), "devices": ()})
+        for key in ("holds", "only", "devices"):
+            have[key] = _union(have[key], _patterns(f, spec, key, f"{where}.{key}"))
+    flags = f.mapping(dep, "flags", "deployment.flags", " {FLAG: [PATTERN, ...]}")
+    for key in flags if flags is not None else ():
+        assert flags is not None
+        where = f"deployment.flags.{key}"
+        if key not in DEPLOYMENT_FLAGS:
+            f.err(_key_line(flags, key), where, f"unknown flag; expected one of {list(DEPLOYMENT_FLAGS)}")
+            continue
+        acc["flags"][key] = _union(acc["flags"].get(key, ()), _patterns(f, flags, key, where))
+
+
+def _deployment_spec(acc: dict[str, dict[str, Any]]) -> DeploymentSpec:
+    return DeploymentSpec(tuple(PlatformSpec(n, p["holds"], p["only"], p["devices"]) for n, p in acc["platforms"].items()),
+                          tuple(acc["flags"].items()), acc["device_fields"].get("*", ()))
+
+
+def _patterns(f: _File, m: _Map, key: str, where: str) -> tuple[str, ...]:
+    """``m[key]`` as deployment patterns: strings, none empty."""
+    got = f.strings(m, key, where)
+    if any(not p.strip() for p in got):
+        f.err(_key_line(m, key), where, "an empty pattern matches nothing; remove it")
+    return tuple(p for p in got if p.strip())
 
 
 def _cost_spec(acc: dict[str, dict[str, Any]]) -> CostSpec:
@@ -1013,7 +1107,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                            "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
                            "casts": dict(cast_table.by_name()), "entry_point_rank": {},
                            "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {},
-                                    "tiny": {}}}
+                                    "tiny": {}},
+                           "deployment": {"platforms": {}, "flags": {}, "device_fields": {}}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
         files = rule_files(wanted + list(dirs or []))
@@ -1032,7 +1127,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                                         f"unknown buffer kind {k!r}; define it under 'buffers'"))
     rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_decorators"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
-                 tuple(str(f) for f in files), acc["entry_point_rank"], _cost_spec(acc["cost"]))
+                 tuple(str(f) for f in files), acc["entry_point_rank"], _cost_spec(acc["cost"]),
+                 _deployment_spec(acc["deployment"]))
     return rs, errors
 
 

@@ -220,6 +220,9 @@ class Finding:
     #: Set when the only hot path goes through a by-name guess with several candidates (:class:`Guess`):
     #: the finding is then a warning, whatever its rule's severity.
     guess: Guess | None = None
+    #: Why the finding is off the deployment's path ("" when it is on it, or no deployment was given):
+    #: ``branch: _is_hip is false on --platform cuda`` (:mod:`castfind.analysis.deployment`).
+    off_path: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -241,6 +244,7 @@ class Finding:
             "cost": self.cost.to_dict() if self.cost else None,
             "conditions": [c.to_dict() for c in self.conditions],
             "guess": self.guess.to_dict() if self.guess else None,
+            "off_path": self.off_path,
         }
 
     def __str__(self) -> str:

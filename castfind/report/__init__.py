@@ -102,6 +102,9 @@ class ScanReport:
     diagnostics: tuple[Diagnostic, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
     fixed: tuple[BaselineEntry, ...] = ()
+    #: Findings left out as off the deployment's path, per kind (``branch``: a false branch test; ``model``:
+    #: not this model's code); shown with ``--all-paths`` / ``--all-models``.
+    off_path: Mapping[str, int] = field(default_factory=dict)
 
     def severity_counts(self) -> dict[str, int]:
         """Findings per severity, with every known severity present (possibly 0)."""

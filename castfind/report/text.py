@@ -136,6 +136,8 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
         details.append(f"hot path: {' → '.join(f.hot_path)}")
     if f.conditions:
         details.append(f"only when: {format_conditions(f.conditions, f.root)}")
+    if f.off_path:
+        details.append(f"off this deployment's path: {f.off_path}")
     if f.provenance:
         details.append(f"provenance: {' → '.join(f.provenance)}")
     if f.cost is not None:
@@ -181,6 +183,10 @@ def summary(report: ScanReport) -> str:
     out_of_scope = report.stats.get("out_of_scope")
     if isinstance(out_of_scope, int) and out_of_scope:
         text += f", and {out_of_scope} in tests/benchmarks, shown with --include-tests"
+    shows = {"branch": "--all-paths", "model": "--all-models"}
+    for kind, n in sorted(report.off_path.items()):
+        if n:
+            text += f"; {_plural(n, 'finding')} off this deployment's path ({shows.get(kind, kind)} shows them)"
     return text
 
 
