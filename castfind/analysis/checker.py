@@ -15,6 +15,7 @@ casts (``castfind scan --stops``).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
