@@ -309,6 +309,37 @@ COST_FLAGS = ("kv_tokens", "kv_cache_dtype")
 
 
 @dataclass(frozen=True)
+class Registry:
+    """``models.components.FLAG``: how an engine spells one registry of components a server flag picks
+    from (:mod:`castfind.analysis.modelpath`). ``decorators``: a decorator that takes the key string,
+    on a factory function (``@register_attention_backend("flashinfer")``): the entry yields the classes
+    the factory constructs. ``tables``: a module-level dict literal keyed by strings
+    (``{"fp8": Fp8Config, ...}``): the entry yields the class it names. ``tests``: a name a factory's
+    branch tests (``runner.use_mla_backend``) → the model-config field whose presence makes it true.
+    ``returns``: an entry also yields the classes its classes' methods return (a quantization config's
+    ``get_quant_method`` → the linear method that holds the casts)."""
+
+    flag: str
+    decorators: tuple[str, ...] = ()
+    tables: tuple[str, ...] = ()
+    tests: tuple[tuple[str, str], ...] = ()
+    returns: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """``models:``: how an engine registers its model classes (``entry_variables``: a module-level
+    ``EntryClass = X`` or ``= [X, Y]``) and the registries of components the deployment flags select."""
+
+    entry_variables: tuple[str, ...] = ()
+    registries: tuple[Registry, ...] = ()
+
+
+#: The deployment flags a ``models.components`` registry may be keyed by (fields of ``pipeline.CostRequest``).
+COMPONENT_FLAGS = ("attention_backend", "quantization")
+
+
+@dataclass(frozen=True)
 class RuleSet:
     """Everything the rule engine needs, merged from all rule files."""
 
@@ -327,6 +358,7 @@ class RuleSet:
     entry_point_rank: dict[str, float] = field(default_factory=dict)
     #: ``cost:``: configuration → the names of allocation formulas (:mod:`castfind.analysis.cost`).
     cost: CostSpec = field(default_factory=CostSpec)
+    models: ModelSpec = field(default_factory=ModelSpec)
     _words: re.Pattern[bytes] | None = field(default=None, compare=False)
 
     def is_entry(self, qualname: str) -> bool:
@@ -392,7 +424,10 @@ class RuleSet:
         return AnyPattern(tuple(re.compile(a) for a in alts)) if alts else None
 
 
-_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "rules")
+_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "models",
+             "rules")
+_MODELS_KEYS = ("entry_variables", "components")
+_REGISTRY_KEYS = ("decorator", "table", "tests", "returns")
 _COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation", "tiny")
 _TINY_KEYS = ("max_bytes", "max_literal", "small_dims")
 _KIND_KEYS = ("getters", "attributes", "exclude", "infer_getters", "replace", "weight")
@@ -735,6 +770,7 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
             _parse_cast_override(f, casts, m, spec, acc["casts"])
     _parse_rank(f, data, acc["entry_point_rank"])
     _parse_cost(f, data, acc["cost"])
+    _parse_models(f, data, acc["models"])
     rules = data.get("rules")
     if rules is None:
         return
@@ -850,6 +886,41 @@ def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
             acc["tiny"][key] = n
     if "small_dims" in tiny:
         acc["tiny"]["small_dims"] = f.strings(tiny, "small_dims", "cost.tiny.small_dims")
+
+
+def _parse_models(f: _File, data: _Map, acc: dict[str, Any]) -> None:
+    """``models: {entry_variables: [NAME], components: {FLAG: {decorator: [NAME], table: [NAME],
+    tests: {NAME: CONFIG_FIELD}, returns: BOOL}}}``; later files add names, and a flag's registry named
+    again is extended (its ``returns``, when given, overrides)."""
+    models = f.mapping(data, "models", "models", " {entry_variables: [...], components: {...}}")
+    if models is None:
+        return
+    f.keys(models, _MODELS_KEYS, "models")
+    acc["entry_variables"] += f.strings(models, "entry_variables", "models.entry_variables")
+    components = f.mapping(models, "components", "models.components", " {FLAG: {decorator: ..., table: ...}}")
+    for flag, spec in (components or {}).items():
+        where = f"models.components.{flag}"
+        if flag not in COMPONENT_FLAGS:
+            f.err(_key_line(components, flag), where, f"unknown flag; expected one of {list(COMPONENT_FLAGS)}")
+            continue
+        if not isinstance(spec, _Map):
+            f.err(_key_line(components, flag), where, f"expected a mapping {{decorator: ..., table: ...}}, "
+                                                      f"got {_what(spec)}")
+            continue
+        f.keys(spec, _REGISTRY_KEYS, where)
+        old = acc["registries"].get(flag, Registry(flag))
+        tests = dict(old.tests)
+        table = f.mapping(spec, "tests", f"{where}.tests", " {NAME: CONFIG_FIELD}")
+        for name, value in (table or _Map()).items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                f.err(_key_line(table, name), f"{where}.tests.{name}",
+                      f"expected a name and a config field, got {_what(name)}: {_what(value)}")
+            else:
+                tests[name] = value
+        returns = f.boolean(spec, "returns", f"{where}.returns")
+        acc["registries"][flag] = Registry(flag, old.decorators + f.strings(spec, "decorator", f"{where}.decorator"),
+                                           old.tables + f.strings(spec, "table", f"{where}.table"),
+                                           tuple(tests.items()), old.returns if returns is None else returns)
 
 
 def _cost_spec(acc: dict[str, dict[str, Any]]) -> CostSpec:
@@ -1013,7 +1084,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                            "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
                            "casts": dict(cast_table.by_name()), "entry_point_rank": {},
                            "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {},
-                                    "tiny": {}}}
+                                    "tiny": {}},
+                           "models": {"entry_variables": (), "registries": {}}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
         files = rule_files(wanted + list(dirs or []))
@@ -1032,7 +1104,9 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                                         f"unknown buffer kind {k!r}; define it under 'buffers'"))
     rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_decorators"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
-                 tuple(str(f) for f in files), acc["entry_point_rank"], _cost_spec(acc["cost"]))
+                 tuple(str(f) for f in files), acc["entry_point_rank"], _cost_spec(acc["cost"]),
+                 ModelSpec(tuple(dict.fromkeys(acc["models"]["entry_variables"])),
+                           tuple(acc["models"]["registries"].values())))
     return rs, errors
 
 

@@ -190,6 +190,9 @@ class Finding:
     #: The branch tests between the entry point and the cast, outermost first: those around each call on
     #: the hot path, then those around the cast in its function (:class:`Condition`).
     conditions: tuple[Condition, ...] = ()
+    #: Why the finding is off the deployment's path ("" when on it, or when no deployment was given): a branch
+    #: the deployment never takes (``branch: ...``) or a class the model never runs (``model: ...``).
+    off_path: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,6 +213,7 @@ class Finding:
             "runtime": self.runtime.to_dict() if self.runtime else None,
             "cost": self.cost.to_dict() if self.cost else None,
             "conditions": [c.to_dict() for c in self.conditions],
+            "off_path": self.off_path,
         }
 
     def __str__(self) -> str:

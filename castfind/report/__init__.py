@@ -102,6 +102,8 @@ class ScanReport:
     diagnostics: tuple[Diagnostic, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
     fixed: tuple[BaselineEntry, ...] = ()
+    #: Findings off the deployment's path left out of ``findings``, by why (``"model"``, ``"branch"``).
+    off_path: Mapping[str, int] = field(default_factory=dict)
 
     def severity_counts(self) -> dict[str, int]:
         """Findings per severity, with every known severity present (possibly 0)."""
