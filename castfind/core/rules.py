@@ -1,7 +1,9 @@
 """Rules: load and validate the YAML rule files (``rules/*.yaml`` plus ``--rules DIR``).
 
 A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contexts, ``index`` name
-patterns, ``dtype_args``, ``casts`` overrides, ``rank`` (how findings are ordered) and ``rules``.
+patterns, ``dtype_args``, ``casts`` overrides, ``rank`` (how findings are ordered), ``cost``, ``models`` (how an
+engine registers its models and the component registries the deployment flags pick from:
+:class:`ModelSpec`) and ``rules``.
 Files are merged in order: later files extend the lists, add rules and override ``casts`` entries,
 ``rank.entry_points`` entries and ``once.store_to_self``. A buffer kind named again (``kv-cache`` in
 a user file) is *extended*: its getters, attributes and ``exclude`` patterns are added
