@@ -5,8 +5,8 @@ Two steps, kept apart so the selection can later restrict the call graph's searc
 
 * :func:`select` computes a :class:`ModelPath`, plain data: the model class (the class an ``EntryClass``-style
   registration names, whose name is an ``architectures`` entry; else any indexed class of that name), its
-  **module set** (the classes its ``__init__`` constructs — in lambdas and comprehensions there too, and in
-  helpers of its own class or module it calls — transitively, with their base classes), the **selected**
+  **module set** (the classes its methods construct — ``__init__``'s layers, in lambdas and comprehensions too,
+  and in helpers of its own module they call — transitively, with their base classes), the **selected**
   components (the classes the flag's registry entry yields, with their bases) and the **excluded** ones
   (every class any entry of that registry yields, less the selected), each with why.
 * :func:`off_path` checks one finding against it: off when a function of its hot path (or the cast's own)
@@ -147,7 +147,8 @@ class _Selector:
         return by_name, modules
 
     def module_set(self, start: list[tuple[ClassKey, Definition]]) -> dict[ClassKey, Definition]:
-        """The classes ``start`` constructs in its constructors (and their helpers), transitively, with bases."""
+        """The classes ``start`` constructs in its methods (and the helpers of its module they call), transitively,
+        with bases."""
         out: dict[ClassKey, Definition] = {}
         work = list(start)
         while work:
@@ -159,7 +160,8 @@ class _Selector:
             work += [((b.target.module, b.target.definition.qualname), b.target.definition)
                      for b in self.r.bases(module, d) if b.target.definition is not None]
             defs = self.r.definitions(module)
-            scopes = [(f"{d.qualname}.__init__", 0)]
+            # Every method: a class built per call (a forward's output record) is the model's too.
+            scopes = [(q, 0) for q, m in defs.items() if m.parent == d.qualname and m.kind != "class"]
             seen: set[str] = set()
             while scopes:
                 scope, depth = scopes.pop()
