@@ -163,7 +163,7 @@ def _finding(module: str, function: str, hot: tuple[str, ...]) -> Finding:
     return Finding("CF101", "x", "error", "r", "p.py", 1, 1, 1, function, "e", "m", hot_path=hot, module=module)
 
 
-def test_the_check_reads_every_function_of_the_hot_path_and_the_casts_own() -> None:
+def test_the_function_nearest_the_cast_that_is_a_models_or_a_components_decides() -> None:
     path = ModelPath("M", frozenset({"pkg.m.M", "pkg.m.Layer"}), frozenset({"pkg.other.N"}),
                      {"pkg.b.Flat": "model: Flat is not the selected attention backend (paged)"})
     # An infrastructure class (neither a model's nor a registry's) is on every model's path.
@@ -172,4 +172,11 @@ def test_the_check_reads_every_function_of_the_hot_path_and_the_casts_own() -> N
     assert off_path(path, _finding("pkg.pool", "Pool.get", ("pkg.other.N.forward", "pkg.pool.Pool.get"))) == \
         "model: not on M's path"
     assert off_path(path, _finding("pkg.b", "Flat.forward_decode", ())) == \
+        "model: Flat is not the selected attention backend (paged)"
+    # The function nearest the cast decides: another model's subclass reaching this model's inherited method
+    # leaves the cast on the path; this model's layer reaching an unselected backend does not.
+    assert off_path(path, _finding("pkg.pool", "Pool.get", ("pkg.other.N.forward", "pkg.m.Layer.prepare",
+                                                           "pkg.pool.Pool.get"))) == ""
+    assert off_path(path, _finding("pkg.pool", "Pool.get", ("pkg.m.Layer.forward", "pkg.b.Flat.forward_decode",
+                                                           "pkg.pool.Pool.get"))) == \
         "model: Flat is not the selected attention backend (paged)"

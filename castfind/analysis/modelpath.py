@@ -9,10 +9,10 @@ Two steps, kept apart so the selection can later restrict the call graph's searc
   and in helpers of its own module they call — transitively, with their base classes), the **selected**
   components (the classes the flag's registry entry yields, with their bases) and the **excluded** ones
   (every class any entry of that registry yields, less the selected), each with why.
-* :func:`off_path` checks one finding against it: off when a function of its hot path (or the cast's own)
-  belongs to an excluded component, or to a class of another model's module (a module that registers a model)
-  that the module set lacks. Classes neither in a model's module nor in a registry (the runner, the pools,
-  shared layers) are on every model's path.
+* :func:`off_path` checks one finding against it: the function nearest the cast (the cast's own, then its hot
+  path back to the entry) that belongs to a model's module (one that registers a model) or to a registry's
+  component decides: off when that is an excluded component or a class the module set lacks. Classes of neither
+  kind (the runner, the pools, shared layers) decide nothing: a path of them only is on every model's path.
 
 What is general is the shape (a registration variable, a decorator that takes the key, a dict keyed by the flag's
 spellings, a branch test decided by a config field); the spellings are data (:class:`castfind.core.rules.ModelSpec`).
@@ -50,8 +50,9 @@ class ModelPath:
     model_code: frozenset[str]
     excluded: Mapping[str, str]
 
-    def why_off(self, label: str) -> str:
-        """Why the function ``label`` (``module.Class.method``) is off this path; "" when it is not."""
+    def verdict(self, label: str) -> str | None:
+        """Whose code the function ``label`` (``module.Class.method``) is: "" this deployment's, the reason when it is
+        off it (an unselected component, another model's class), None when neither (shared code)."""
         parts = label.split(".")
         for end in range(len(parts) - 1, 0, -1):
             cls = ".".join(parts[:end])
@@ -61,15 +62,20 @@ class ModelPath:
                 return ""
             if cls in self.model_code:
                 return f"model: not on {self.model}'s path"
-        return ""
+        return None
 
 
 def off_path(path: ModelPath, finding: Finding) -> str:
-    """Why ``finding`` is off the model's path (``"model: ..."``), or "" when it is on it."""
+    """Why ``finding`` is off the model's path (``"model: ..."``), or "" when it is on it.
+
+    The function nearest the cast on its hot path (the cast's own first) that is a model's or a component's decides:
+    the call graph chose one path before the model was known, and another model's class that reaches this
+    model's code (a subclass calling an inherited method) must not hide the model's own cast. Shared code decides
+    nothing; a path of shared code only is on every model's path."""
     own = f"{finding.module}.{finding.function}" if finding.module and finding.function else ""
-    for label in (*finding.hot_path, own):
-        why = path.why_off(label) if label else ""
-        if why:
+    for label in reversed((*finding.hot_path, own)):
+        why = path.verdict(label) if label else None
+        if why is not None:
             return why
     return ""
 
