@@ -164,11 +164,15 @@ def _finding(module: str, function: str, hot: tuple[str, ...]) -> Finding:
 
 
 def test_the_function_nearest_the_cast_that_is_a_models_or_a_components_decides() -> None:
-    path = ModelPath("M", frozenset({"pkg.m.M", "pkg.m.Layer"}), frozenset({"pkg.other.N"}),
+    path = ModelPath("M", frozenset({"pkg.m.M", "pkg.m.Layer"}), frozenset({"pkg.m", "pkg.other"}),
                      {"pkg.b.Flat": "model: Flat is not the selected attention backend (paged)"})
     # An infrastructure class (neither a model's nor a registry's) is on every model's path.
     assert off_path(path, _finding("pkg.pool", "Pool.get", ("pkg.run.Runner.forward", "pkg.pool.Pool.get"))) == ""
     assert off_path(path, _finding("pkg.m", "Layer.forward", ("pkg.m.Layer.forward",))) == ""
+    # A module-level function of a model's module decides nothing; the method that calls it does.
+    assert off_path(path, _finding("pkg.other", "helper", ("pkg.m.Layer.forward", "pkg.other.helper"))) == ""
+    assert off_path(path, _finding("pkg.other", "helper", ("pkg.other.N.forward", "pkg.other.helper"))) == \
+        "model: not on M's path"
     assert off_path(path, _finding("pkg.pool", "Pool.get", ("pkg.other.N.forward", "pkg.pool.Pool.get"))) == \
         "model: not on M's path"
     assert off_path(path, _finding("pkg.b", "Flat.forward_decode", ())) == \

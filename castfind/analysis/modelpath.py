@@ -10,9 +10,10 @@ Two steps, kept apart so the selection can later restrict the call graph's searc
   components (the classes the flag's registry entry yields, with their bases) and the **excluded** ones
   (every class any entry of that registry yields, less the selected), each with why.
 * :func:`off_path` checks one finding against it: the function nearest the cast (the cast's own, then its hot
-  path back to the entry) that belongs to a model's module (one that registers a model) or to a registry's
-  component decides: off when that is an excluded component or a class the module set lacks. Classes of neither
-  kind (the runner, the pools, shared layers) decide nothing: a path of them only is on every model's path.
+  path back to the entry) that is a method of a class of the models' packages (those holding a module that
+  registers a model) or of a registry's component decides: off when that is an excluded component or a class the
+  module set lacks. Classes of neither kind (the runner, the pools, shared layers) and module-level functions decide
+  nothing: a path of them only is on every model's path.
 
 What is general is the shape (a registration variable, a decorator that takes the key, a dict keyed by the flag's
 spellings, a branch test decided by a config field); the spellings are data (:class:`castfind.core.rules.ModelSpec`).
@@ -42,17 +43,19 @@ ClassKey = tuple[str, str]  # (module, class qualname)
 @dataclass(frozen=True)
 class ModelPath:
     """What the deployment runs, as data. ``model``: the model class's name; ``entry_classes``: the module set
-    and the selected components (``module.Class`` labels); ``model_code``: every class of a module that registers
-    a model; ``excluded``: label → why it is off (an unselected component)."""
+    and the selected components (``module.Class`` labels); ``model_modules``: the modules of the packages that
+    hold registered models (``pkg.models.*``: the models and their own helpers); ``excluded``: label → why it is
+    off (an unselected component)."""
 
     model: str
     entry_classes: frozenset[str]
-    model_code: frozenset[str]
+    model_modules: frozenset[str]
     excluded: Mapping[str, str]
 
     def verdict(self, label: str) -> str | None:
         """Whose code the function ``label`` (``module.Class.method``) is: "" this deployment's, the reason when it is
-        off it (an unselected component, another model's class), None when neither (shared code)."""
+        off it (an unselected component, a class of the models' packages the module set lacks), None when neither
+        (shared code, or a module-level function of the models' packages)."""
         parts = label.split(".")
         for end in range(len(parts) - 1, 0, -1):
             cls = ".".join(parts[:end])
@@ -60,7 +63,7 @@ class ModelPath:
                 return self.excluded[cls]
             if cls in self.entry_classes:
                 return ""
-            if cls in self.model_code:
+            if cls.rpartition(".")[0] in self.model_modules:
                 return f"model: not on {self.model}'s path"
         return None
 
@@ -335,5 +338,6 @@ def select(index: Index, resolver: Resolver, spec: ModelSpec, config: Mapping[st
                 if k not in chosen and label not in entry:
                     by = ": the model config rules it out" if key == value else ""
                     excluded[label] = f"model: {d.name} is not the selected {what} ({value}{by})"
-    code = {f"{m}.{d.qualname}" for m in model_modules for d in s.definitions(m) if d.kind == "class" and not d.parent}
-    return ModelPath(model, frozenset(entry), frozenset(code - entry), excluded), diags
+    packages = tuple(m.rpartition(".")[0] + "." for m in model_modules)
+    modules = {sf.module for sf in index.files if sf.module.startswith(packages)} if packages else set()
+    return ModelPath(model, frozenset(entry), frozenset(modules), excluded), diags
