@@ -164,7 +164,8 @@ def _finding(module: str, function: str, hot: tuple[str, ...]) -> Finding:
 
 
 def test_the_function_nearest_the_cast_that_is_a_models_or_a_components_decides() -> None:
-    path = ModelPath("M", frozenset({"pkg.m.M", "pkg.m.Layer"}), frozenset({"pkg.m", "pkg.other"}),
+    path = ModelPath("M", frozenset({"pkg.m.M", "pkg.m.Layer"}), frozenset({"pkg.m", "pkg.other", "pkg.common",
+                                                                        "pkg.common.rocm"}),
                      {"pkg.b.Flat": "model: Flat is not the selected attention backend (paged)"})
     # An infrastructure class (neither a model's nor a registry's) is on every model's path.
     assert off_path(path, _finding("pkg.pool", "Pool.get", ("pkg.run.Runner.forward", "pkg.pool.Pool.get"))) == ""
@@ -173,6 +174,9 @@ def test_the_function_nearest_the_cast_that_is_a_models_or_a_components_decides(
     assert off_path(path, _finding("pkg.other", "helper", ("pkg.m.Layer.forward", "pkg.other.helper"))) == ""
     assert off_path(path, _finding("pkg.other", "helper", ("pkg.other.N.forward", "pkg.other.helper"))) == \
         "model: not on M's path"
+    # A module that is also a package's name (pkg.common.rocm beside pkg.common): its functions are functions.
+    assert off_path(path, _finding("pkg.common.rocm", "absorb", ("pkg.other.N.forward", "pkg.m.Layer.prepare",
+                                                                "pkg.common.rocm.absorb"))) == ""
     assert off_path(path, _finding("pkg.pool", "Pool.get", ("pkg.other.N.forward", "pkg.pool.Pool.get"))) == \
         "model: not on M's path"
     assert off_path(path, _finding("pkg.b", "Flat.forward_decode", ())) == \

@@ -63,6 +63,8 @@ class ModelPath:
                 return self.excluded[cls]
             if cls in self.entry_classes:
                 return ""
+            if cls in self.model_modules:  # a module-level function (of a module that is also a package's)
+                return None
             if cls.rpartition(".")[0] in self.model_modules:
                 return f"model: not on {self.model}'s path"
         return None
