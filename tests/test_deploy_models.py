@@ -188,3 +188,38 @@ def test_the_function_nearest_the_cast_that_is_a_models_or_a_components_decides(
     assert off_path(path, _finding("pkg.pool", "Pool.get", ("pkg.m.Layer.forward", "pkg.b.Flat.forward_decode",
                                                            "pkg.pool.Pool.get"))) == \
         "model: Flat is not the selected attention backend (paged)"
+
+
+MLA_BACKEND = "sglang/srt/layers/attention/flashinfer_mla_backend.py"
+FA_BACKEND = "sglang/srt/layers/attention/flashattention_backend.py"
+ABSORB = "sglang/srt/models/deepseek_common/attention_forward_methods/forward_mla.py"
+GATE = "sglang/srt/models/deepseek_v2.py"
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(("config", "backend", "on", "off"), [
+    ({"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "kv_lora_rank": 512,
+      "qk_rope_head_dim": 64, "hidden_size": 7168, "torch_dtype": "bfloat16"}, "flashinfer",
+     # The MLA pool cast of the selected backend's MLA arm; DeepSeek's own absorbed weights (reached, on the
+     # chosen path, through another model's subclass of its attention) and router.
+     {(MLA_BACKEND, 822), (ABSORB, 566), (ABSORB, 893), (GATE, 576)},
+     {(FA_BACKEND, 2350): "model: FlashAttentionBackend is not the selected attention backend (flashinfer)",
+      ("sglang/srt/models/sarvam_moe.py", 391): "model: not on DeepseekV3ForCausalLM's path"}),
+    ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_key_value_heads": 8, "head_dim": 128,
+      "hidden_size": 4096, "torch_dtype": "bfloat16"}, "fa3",
+     {(FA_BACKEND, 2350)},
+     {(MLA_BACKEND, 822): "model: FlashInferMLAAttnBackend is not the selected attention backend (fa3)",
+      (ABSORB, 566): "model: not on LlamaForCausalLM's path", (GATE, 576): "model: not on LlamaForCausalLM's path"}),
+])
+def test_the_sglang_wheel_keeps_the_models_own_casts(corpus, corpus_cache, sglang_scan, tmp_path: Path,
+                                                     config: dict[str, object], backend: str,
+                                                     on: set[tuple[str, int]], off: dict[tuple[str, int], str]) -> None:
+    """The engine's outcome is carried from ``sglang_scan`` (the model path is applied after it, in post)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(config))
+    r = run_castfind("scan", str(corpus["sglang"]), "--cache-dir", str(corpus_cache), "--json", "-j", "2",
+                     "--model-config", str(cfg), "--attention-backend", backend, "--all-models")
+    assert r.returncode == 1, r.stderr
+    why = {(f["path"], f["line"]): f["off_path"] for f in json.loads(r.stdout)["findings"]}
+    assert {k: why.get(k) for k in on} == dict.fromkeys(on, "")
+    assert {k: why.get(k) for k in off} == off
