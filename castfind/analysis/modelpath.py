@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from castfind.analysis.resolve import Resolver
 from castfind.core.rules import ModelSpec, Registry
 from castfind.core.types import Diagnostic, Finding
-from castfind.read.facts import Call, CallSite, Const, Definition, FileFacts, Guard, dotted, from_dotted
+from castfind.read.facts import Call, CallSite, Const, Definition, FileFacts, Guard, Seq, dotted, from_dotted
 from castfind.store.index import Index
 from castfind.store.words import Words
 
@@ -98,10 +98,6 @@ class _Selector:
     def facts(self, module: str) -> FileFacts | None:
         return self.r.modules.facts(module)
 
-    def definitions(self, module: str) -> tuple[Definition, ...]:
-        facts = self.facts(module)
-        return facts.definitions if facts is not None else ()
-
     def calls_in(self, module: str, scope: str) -> list[CallSite]:
         """The calls of ``scope`` and of the lambdas, comprehensions and functions nested in it."""
         by_scope = self._calls.get(module)
@@ -147,7 +143,7 @@ class _Selector:
                 if a.scope or a.target not in names:
                     continue
                 modules.add(facts.module)
-                values = getattr(a.value, "elts", (a.value,))
+                values = a.value.elts if isinstance(a.value, Seq) else (a.value,)
                 for v in values:
                     for res in self.r.resolve_expr(facts.module, "", v):
                         t = res.target
