@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from castfind.analysis import findings as fnd
+from castfind.analysis import modelpath
 from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set, unreadable_set
 from castfind.analysis.cost import check as check_cost
+from castfind.analysis.resolve import Resolver
 from castfind.core import sourcetext
 from castfind.core.config import Config, discover_config, load_config_file, merge
 from castfind.core.fsutil import OutputPathError, Owns, Protected, check_output_target, ensure_folder
@@ -175,6 +177,8 @@ class ScanPlan:
     bindings: Bindings = field(default_factory=Bindings)
     #: Which rules are reported, where (settled in :func:`plan`: a selector naming no rule fails early).
     selection: Selection = field(default_factory=Selection)
+    #: ``--model-config``'s fields (None: not given): what the model's path is read from (:mod:`castfind.analysis.modelpath`).
+    model_config: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -278,7 +282,8 @@ def plan(request: ScanRequest) -> ScanPlan:
     ruleset = load_rules([str(r) for r in cfg.rules])
     if cfg.entry_points:
         ruleset = ruleset.with_entry_points(tuple(cfg.entry_points))
-    bound = _bindings(ruleset, request.cost)
+    model_config = _model_config(request.cost)
+    bound = _bindings(ruleset, request.cost, model_config)
     ruleset.deployment.check_platform(request.cost.platform)
     selection = _selection(request, cfg)
     selection.check(report_rules(ruleset, unused_ignores=True))
@@ -308,6 +313,7 @@ def plan(request: ScanRequest) -> ScanPlan:
         memo=memo, memo_key=memo_key, memo_seed=memo_seed, carried=carried_out, baseline_commit=at_ref,
         report_exclude=report_exclude,
         packages=package_roots(index.files, tuple(cfg.report_exclude)), bindings=bound, selection=selection,
+        model_config=model_config,
     )
 
 
@@ -351,26 +357,29 @@ def _check_outputs(request: ScanRequest, cfg: Config, roots: tuple[str, ...]) ->
         check_output_target(path, option, what, owns, protected)
 
 
-def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
-    """The names bound for cost formulas; a model config that cannot be read is a ValueError (one line)."""
-    config: dict[str, Any] | None = None
-    if req.model_config is not None:
-        import json
+def _model_config(req: CostRequest) -> dict[str, Any] | None:
+    """``--model-config``'s fields (None: not given); a file that cannot be read is a ValueError (one line)."""
+    if req.model_config is None:
+        return None
+    import json
+
+    try:
+        doc = json.loads(read_input(req.model_config, "model-config"))
+    except InputError as e:
+        raise ValueError(f"{req.model_config}: --model-config: {e}") from None
+    except OSError as e:
+        raise ValueError(f"{req.model_config}: --model-config: cannot read: {e.strerror}") from None
+    except (ValueError, RecursionError) as e:
+        why = " ".join(str(e).split())
+        raise ValueError(f"{req.model_config}: --model-config: not JSON: {why}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{req.model_config}: --model-config: expected a JSON object (a Hugging Face "
+                         f"config.json), got {type(doc).__name__}")
+    return doc
 
 
-        try:
-            doc = json.loads(read_input(req.model_config, "model-config"))
-        except InputError as e:
-            raise ValueError(f"{req.model_config}: --model-config: {e}") from None
-        except OSError as e:
-            raise ValueError(f"{req.model_config}: --model-config: cannot read: {e.strerror}") from None
-        except (ValueError, RecursionError) as e:
-            why = " ".join(str(e).split())
-            raise ValueError(f"{req.model_config}: --model-config: not JSON: {why}") from None
-        if not isinstance(doc, dict):
-            raise ValueError(f"{req.model_config}: --model-config: expected a JSON object (a Hugging Face "
-                             f"config.json), got {type(doc).__name__}")
-        config = doc
+def _bindings(ruleset: RuleSet, req: CostRequest, config: dict[str, Any] | None = None) -> Bindings:
+    """The names bound for cost formulas from the model config's fields, the flags and ``--set``."""
     sets = [parse_set(f"{name}={value}") for name, value in req.sets]  # API callers pass pairs: same check
     return bindings(ruleset.cost, config=config, kv_tokens=req.kv_tokens, kv_cache_dtype=req.kv_cache_dtype,
                     sets=sets)
@@ -503,10 +512,11 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         kept += _unused_suppressions(scan_plan, sup.used)
     kept, deselected = _select(scan_plan, kept)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
+    kept, off_model, model_diags = _model_path(scan_plan, kept)
     kept, off_path = _deployment_path(scan_plan, kept)
     kept, cost_diags = _costs(scan_plan, kept)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
-    diags = [*out.diagnostics, *sup.diagnostics, *cost_diags]
+    diags = [*out.diagnostics, *sup.diagnostics, *model_diags, *cost_diags]
     cache = scan_plan.index.cache
     if cache is not None:
         diags += [Diagnostic(str(cache.path), 0, n, "cache") for n in cache.notices]
@@ -528,7 +538,8 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         stats["baseline_commit"] = {"ref": scan_plan.request.baseline_commit,
                                     "commits": sorted({at.commit for at in scan_plan.baseline_commit}),
                                     "hidden": outcome.hidden, "fixed": sum(e.count for e in outcome.fixed)}
-    report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed, off_path)
+    report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed,
+                        {**({"model": off_model} if off_model else {}), **off_path})
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.request.warn_unused_ignores),
                    out.explanations, wrote, out.stops, scan_plan.packages)
 
@@ -564,6 +575,24 @@ def _call_graph(scan_plan: ScanPlan) -> Any:
             seed = carried.loads(index.cache.get_memo(scan_plan.memo_key))
         memo = carried.Memo(index, Predicates(scan_plan.ruleset), seed)
     return CallGraph(index, Resolver(index), scan_plan.ruleset, TextQueries(index, memo), scan_plan.report_exclude)
+
+
+def _model_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], int, list[Diagnostic]]:
+    """With ``--model-config``: each finding off the model's path (:mod:`castfind.analysis.modelpath`) marked with
+    why, and left out unless ``--all-models`` (how many were left out is returned)."""
+    config, req = scan_plan.model_config, scan_plan.request.cost
+    if config is None or not found:
+        return found, 0, []
+    flags = {"attention_backend": req.attention_backend, "quantization": req.quantization}
+    path, diags = modelpath.select(scan_plan.index, Resolver(scan_plan.index), scan_plan.ruleset.models, config,
+                                   req.model_config or "", flags)
+    if path is None:
+        return found, 0, diags
+    marked = [replace(f, off_path=why) if (why := modelpath.off_path(path, f)) else f for f in found]
+    if req.all_models:
+        return marked, 0, diags
+    kept = [f for f in marked if not f.off_path]
+    return kept, len(marked) - len(kept), diags
 
 
 class _IndexLookup:

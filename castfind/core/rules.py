@@ -1,7 +1,9 @@
 """Rules: load and validate the YAML rule files (``rules/*.yaml`` plus ``--rules DIR``).
 
 A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contexts, ``index`` name
-patterns, ``dtype_args``, ``casts`` overrides, ``rank`` (how findings are ordered) and ``rules``.
+patterns, ``dtype_args``, ``casts`` overrides, ``rank`` (how findings are ordered), ``cost``, ``models`` (how an
+engine registers its models and the component registries the deployment flags pick from:
+:class:`ModelSpec`) and ``rules``.
 Files are merged in order: later files extend the lists, add rules and override ``casts`` entries,
 ``rank.entry_points`` entries and ``once.store_to_self``. A buffer kind named again (``kv-cache`` in
 a user file) is *extended*: its getters, attributes and ``exclude`` patterns are added
@@ -351,6 +353,37 @@ class DeploymentSpec:
 
 
 @dataclass(frozen=True)
+class Registry:
+    """``models.components.FLAG``: how an engine spells one registry of components a server flag picks
+    from (:mod:`castfind.analysis.modelpath`). ``decorators``: a decorator that takes the key string,
+    on a factory function (``@register_attention_backend("flashinfer")``): the entry yields the classes
+    the factory constructs. ``tables``: a module-level dict literal keyed by strings
+    (``{"fp8": Fp8Config, ...}``): the entry yields the class it names. ``tests``: a name a factory's
+    branch tests (``runner.use_mla_backend``) → the model-config field whose presence makes it true.
+    ``returns``: an entry also yields the classes its classes' methods return (a quantization config's
+    ``get_quant_method`` → the linear method that holds the casts)."""
+
+    flag: str
+    decorators: tuple[str, ...] = ()
+    tables: tuple[str, ...] = ()
+    tests: tuple[tuple[str, str], ...] = ()
+    returns: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """``models:``: how an engine registers its model classes (``entry_variables``: a module-level
+    ``EntryClass = X`` or ``= [X, Y]``) and the registries of components the deployment flags select."""
+
+    entry_variables: tuple[str, ...] = ()
+    registries: tuple[Registry, ...] = ()
+
+
+#: The deployment flags a ``models.components`` registry may be keyed by (fields of ``pipeline.CostRequest``).
+COMPONENT_FLAGS = ("attention_backend", "quantization")
+
+
+@dataclass(frozen=True)
 class RuleSet:
     """Everything the rule engine needs, merged from all rule files."""
 
@@ -372,6 +405,9 @@ class RuleSet:
     #: ``deployment:``: the code's spellings of platforms and server flags (:class:`DeploymentSpec`). Read in
     #: ``post``, after the engine: not part of the repr the carried results' key digests.
     deployment: DeploymentSpec = field(default_factory=DeploymentSpec, repr=False)
+    #: ``models:``: how the engine registers model classes and the component registries the flags pick from
+    #: (:class:`ModelSpec`; read in ``post``).
+    models: ModelSpec = field(default_factory=ModelSpec)
     _words: re.Pattern[bytes] | None = field(default=None, compare=False)
 
     def is_entry(self, qualname: str) -> bool:
@@ -438,7 +474,9 @@ class RuleSet:
 
 
 _TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "deployment",
-             "rules")
+             "models", "rules")
+_MODELS_KEYS = ("entry_variables", "components")
+_REGISTRY_KEYS = ("decorator", "table", "tests", "returns")
 _COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation", "tiny")
 _TINY_KEYS = ("max_bytes", "max_literal", "small_dims")
 _KIND_KEYS = ("getters", "attributes", "exclude", "infer_getters", "replace", "weight")
@@ -782,6 +820,7 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
     _parse_rank(f, data, acc["entry_point_rank"])
     _parse_cost(f, data, acc["cost"])
     _parse_deployment(f, data, acc["deployment"])
+    _parse_models(f, data, acc["models"])
     rules = data.get("rules")
     if rules is None:
         return
@@ -946,6 +985,41 @@ def _patterns(f: _File, m: _Map, key: str, where: str) -> tuple[str, ...]:
     return tuple(p for p in got if p.strip())
 
 
+def _parse_models(f: _File, data: _Map, acc: dict[str, Any]) -> None:
+    """``models: {entry_variables: [NAME], components: {FLAG: {decorator: [NAME], table: [NAME],
+    tests: {NAME: CONFIG_FIELD}, returns: BOOL}}}``; later files add names, and a flag's registry named
+    again is extended (its ``returns``, when given, overrides)."""
+    models = f.mapping(data, "models", "models", " {entry_variables: [...], components: {...}}")
+    if models is None:
+        return
+    f.keys(models, _MODELS_KEYS, "models")
+    acc["entry_variables"] += f.strings(models, "entry_variables", "models.entry_variables")
+    components = f.mapping(models, "components", "models.components", " {FLAG: {decorator: ..., table: ...}}")
+    for flag, spec in (components or {}).items():
+        where = f"models.components.{flag}"
+        if flag not in COMPONENT_FLAGS:
+            f.err(_key_line(components, flag), where, f"unknown flag; expected one of {list(COMPONENT_FLAGS)}")
+            continue
+        if not isinstance(spec, _Map):
+            f.err(_key_line(components, flag), where, f"expected a mapping {{decorator: ..., table: ...}}, "
+                                                      f"got {_what(spec)}")
+            continue
+        f.keys(spec, _REGISTRY_KEYS, where)
+        old = acc["registries"].get(flag, Registry(flag))
+        tests = dict(old.tests)
+        table = f.mapping(spec, "tests", f"{where}.tests", " {NAME: CONFIG_FIELD}")
+        for name, value in (table or _Map()).items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                f.err(_key_line(table, name), f"{where}.tests.{name}",
+                      f"expected a name and a config field, got {_what(name)}: {_what(value)}")
+            else:
+                tests[name] = value
+        returns = f.boolean(spec, "returns", f"{where}.returns")
+        acc["registries"][flag] = Registry(flag, old.decorators + f.strings(spec, "decorator", f"{where}.decorator"),
+                                           old.tables + f.strings(spec, "table", f"{where}.table"),
+                                           tuple(tests.items()), old.returns if returns is None else returns)
+
+
 def _cost_spec(acc: dict[str, dict[str, Any]]) -> CostSpec:
     tiny = acc["tiny"]
     return CostSpec(tuple(acc["config"].items()), tuple(acc["flags"].items()), tuple(acc["defaults"].items()),
@@ -1108,7 +1182,8 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                            "casts": dict(cast_table.by_name()), "entry_point_rank": {},
                            "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {},
                                     "tiny": {}},
-                           "deployment": {"platforms": {}, "flags": {}, "device_fields": {}}}
+                           "deployment": {"platforms": {}, "flags": {}, "device_fields": {}},
+                           "models": {"entry_variables": (), "registries": {}}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
         files = rule_files(wanted + list(dirs or []))
@@ -1128,7 +1203,9 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     rs = RuleSet(tuple(acc["rules"]), acc["buffers"], acc["entry_points"], acc["once_functions"], acc["once_decorators"],
                  acc["once_store_to_self"], acc["scalar_index"], acc["views"], acc["dtype_args"], acc["casts"],
                  tuple(str(f) for f in files), acc["entry_point_rank"], _cost_spec(acc["cost"]),
-                 _deployment_spec(acc["deployment"]))
+                 _deployment_spec(acc["deployment"]),
+                 ModelSpec(tuple(dict.fromkeys(acc["models"]["entry_variables"])),
+                           tuple(acc["models"]["registries"].values())))
     return rs, errors
 
 

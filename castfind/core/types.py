@@ -220,8 +220,8 @@ class Finding:
     #: Set when the only hot path goes through a by-name guess with several candidates (:class:`Guess`):
     #: the finding is then a warning, whatever its rule's severity.
     guess: Guess | None = None
-    #: Why the finding is off the deployment's path ("" when it is on it, or no deployment was given):
-    #: ``branch: _is_hip is false on --platform cuda`` (:mod:`castfind.analysis.deployment`).
+    #: Why the finding is off the deployment's path ("" when on it, or when no deployment was given): a branch
+    #: the deployment never takes (``branch: ...``) or a class the model never runs (``model: ...``).
     off_path: str = ""
 
     def to_dict(self) -> dict[str, Any]:

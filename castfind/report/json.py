@@ -23,6 +23,8 @@ def to_dict(report: ScanReport, *, statistics: bool = False) -> dict[str, Any]:
     stats = dict(report.stats)
     if statistics:
         stats["statistics"] = report.statistics().to_dict()
+    if report.off_path:
+        stats["off_path"] = dict(report.off_path)
     if report.fixed:
         stats["baseline_fixed"] = [entry.to_dict() for entry in report.fixed]
     if report.off_path:

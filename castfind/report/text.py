@@ -148,6 +148,8 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
         details.append(f"static vs measured: {format_check(f.cost.check)}")
     if f.fix:
         details.append(f"fix: {f.fix}")
+    if f.off_path:
+        details.append(f"off this deployment's path: {f.off_path}")
     return lines + [_INDENT + shown(d) for d in details]
 
 
@@ -183,10 +185,10 @@ def summary(report: ScanReport) -> str:
     out_of_scope = report.stats.get("out_of_scope")
     if isinstance(out_of_scope, int) and out_of_scope:
         text += f", and {out_of_scope} in tests/benchmarks, shown with --include-tests"
-    shows = {"branch": "--all-paths", "model": "--all-models"}
-    for kind, n in sorted(report.off_path.items()):
+    for why, flag in (("branch", "--all-paths"), ("model", "--all-models")):
+        n = report.off_path.get(why, 0)
         if n:
-            text += f"; {_plural(n, 'finding')} off this deployment's path ({shows.get(kind, kind)} shows them)"
+            text += f", and {_plural(n, 'finding')} off this deployment's path ({flag} shows them)"
     return text
 
 
