@@ -559,7 +559,7 @@ def _deployment_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Fi
     if req.all_paths:
         return marked, {}
     kept = [f for f in marked if not f.off_path.startswith("branch: ")]
-    return kept, {"branch": len(marked) - len(kept)}
+    return kept, ({"branch": len(marked) - len(kept)} if len(kept) < len(marked) else {})
 
 
 def _call_graph(scan_plan: ScanPlan) -> Any:

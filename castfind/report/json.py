@@ -27,8 +27,6 @@ def to_dict(report: ScanReport, *, statistics: bool = False) -> dict[str, Any]:
         stats["off_path"] = dict(report.off_path)
     if report.fixed:
         stats["baseline_fixed"] = [entry.to_dict() for entry in report.fixed]
-    if report.off_path:
-        stats["off_path"] = dict(report.off_path)
     return {
         # ``file``: the path as every format shows it (castfind.core.paths); ``root`` and ``path`` as scanned.
         "findings": [{**f.to_dict(), "file": display_path(f.root, f.path)} for f in report.findings],
