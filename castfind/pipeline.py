@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from castfind.analysis import findings as fnd
-from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set, unreadable_set
+from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set, step_table, unreadable_set
 from castfind.analysis.cost import check as check_cost
 from castfind.core import sourcetext
 from castfind.core.config import Config, discover_config, load_config_file, merge
@@ -371,8 +371,19 @@ def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
                              f"config.json), got {type(doc).__name__}")
         config = doc
     sets = [parse_set(f"{name}={value}") for name, value in req.sets]  # API callers pass pairs: same check
+    # The code's tensor-parallel names are bound (to 1 unless --tp says) once a deployment is described at all;
+    # without one they stay unbound, so a scan without deployment flags costs exactly as before.
+    tp = req.tp if req.tp is not None else 1 if deployment_given(req) else None
     return bindings(ruleset.cost, config=config, kv_tokens=req.kv_tokens, kv_cache_dtype=req.kv_cache_dtype,
-                    sets=sets)
+                    tp=tp, sets=sets)
+
+
+def deployment_given(req: CostRequest) -> bool:
+    """Does the request describe a deployment (any of ``--model-config``, ``--platform``, ``--attention-backend``,
+    ``--kv-cache-dtype``, ``--kv-tokens``, ``--quantization``, ``--tp``, ``--set``)? Then a scan ends with the
+    per-step table (:func:`castfind.analysis.cost.step_table`)."""
+    return bool(req.sets) or any(v is not None for v in (req.model_config, req.kv_tokens, req.kv_cache_dtype,
+                                                         req.platform, req.attention_backend, req.quantization, req.tp))
 
 
 def _whole_outcome(request: ScanRequest, opts: IndexOptions) -> bool:
@@ -526,7 +537,9 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         stats["baseline_commit"] = {"ref": scan_plan.request.baseline_commit,
                                     "commits": sorted({at.commit for at in scan_plan.baseline_commit}),
                                     "hidden": outcome.hidden, "fixed": sum(e.count for e in outcome.fixed)}
-    report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed)
+    ranked = tuple(fnd.rank(kept))
+    step = step_table(ranked) if deployment_given(scan_plan.request.cost) else None
+    report = ScanReport(ranked, tuple(diags), stats, fixed, step)
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.request.warn_unused_ignores),
                    out.explanations, wrote, out.stops, scan_plan.packages)
 

@@ -51,7 +51,10 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
    on a guess.
 
 Names are bound from configuration (:class:`Bindings`, built from the rules' ``cost:`` section): a Hugging
-Face ``config.json``, ``--kv-tokens``, ``--kv-cache-dtype`` and ``--set NAME=VALUE``.
+Face ``config.json``, ``--kv-tokens``, ``--kv-cache-dtype``, ``--tp`` and ``--set NAME=VALUE``.
+
+A getter several pool classes define is costed as a range over the candidates the bound names size
+(:meth:`CostModel._range`); :func:`step_table` gathers a report's numbers into the per-step table.
 """
 
 from __future__ import annotations
@@ -67,11 +70,11 @@ from typing import Any, Literal, Protocol
 from castfind.analysis.getters import ClassRef, GetterCall, Held, Holders, dtype_like
 from castfind.core import casts
 from castfind.core.rules import CostSpec, RuleSet, glob_match
-from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime
+from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, StepRow, StepTable
 from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 3
+COST_VERSION = 4
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -162,7 +165,8 @@ def parse_set(spec: str) -> tuple[str, str]:
 
 
 def bindings(spec: CostSpec, *, config: Mapping[str, Any] | None = None, kv_tokens: int | None = None,
-             kv_cache_dtype: str | None = None, sets: Sequence[tuple[str, str]] = ()) -> Bindings:
+             kv_cache_dtype: str | None = None, tp: int | None = None, sets: Sequence[tuple[str, str]] = ()
+             ) -> Bindings:
     """The names bound for this run: the rules' defaults, then the config fields (each as ``config.FIELD``
     too, what a model's constructor reads), the flags, ``--set``.
 
@@ -202,6 +206,13 @@ def bindings(spec: CostSpec, *, config: Mapping[str, Any] | None = None, kv_toke
                                  f"{', '.join(sorted(table))}")
         for n in flags.get("kv_cache_dtype", ()):
             values[n] = dt
+    if tp is not None:
+        why = number_problem(tp)
+        if why is not None or tp < 1:
+            raise ValueError(f"--tp: {why or f'{tp} is no tensor-parallel size'} — give the number of GPUs a layer "
+                             f"is split over, e.g. --tp 8")
+        for n in flags.get("tp", ()):  # `tp_size` in `output_size // tp_size`: a weight is 1/tp of the model's
+            values[n] = str(tp)
     for name, value in sets:
         values[name] = _dtype_text(value)
     kv_names = tuple(flags.get("kv_tokens", ())) if kv_tokens is not None else ()
@@ -568,20 +579,49 @@ class CostModel:
         if method is None or method.operand != "receiver":
             return None
         end = self.holders.operand(facts, cast.scope, cast.receiver, cast.line)
-        if isinstance(end, GetterCall):
-            got = self.holders.choose(self.holders.handed_out(end.name), finding.path)
-            if got is None:
-                return None
-            end = Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
-        if not isinstance(end, Held) or not end.holders:
-            return None
         own = self.holders.own_class(facts, cast.scope)
         bounds = self._loop_bounds(own, cast.loops)
         walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
+        if isinstance(end, GetterCall):
+            cands = self.holders.handed_out(end.name)
+            got = self.holders.choose(cands, finding.path)
+            if got is None:
+                return self._range(cands, end, cast, own, bounds, walks)
+            end = Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
+        if not isinstance(end, Held) or not end.holders:
+            return None
+        return self._held_cost(end, cast, own, bounds, walks)
+
+    def _held_cost(self, end: Held, cast: Cast, own: ClassRef | None, bounds: Sequence[str], walks: bool) -> Cost | None:
         cost = self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
         if cost is None and end.weight_of is not None:
             cost = self._cost_of(end.weight_of, *self._dst(cast), own=own, loops=bounds, walks=walks)
         return cost
+
+    def _range(self, cands: Sequence[Held], call: GetterCall, cast: Cast, own: ClassRef | None,
+               bounds: Sequence[str], walks: bool) -> Cost | None:
+        """The cost of a getter several classes define and none of which :meth:`Holders.choose` prefers. The
+        configuration selects among them: a candidate whose size the bound names do not give (an MLA pool's
+        ``kv_lora_rank`` for a model without one; an MHA pool's ``head_dim`` for an MLA model) is not this
+        deployment's buffer. One candidate left: its cost; several: a range, the smallest's cost with
+        ``value_max`` the largest's (``candidates`` names them all); none sized: the first readable formula
+        (its unbound names say what to bind), so a finding never loses the number it could have."""
+        costs = [c for h in cands if h.holders
+                 for c in [self._held_cost(Held(h.holders, h.attr, h.indexed or call.indexed, h.view or call.view),
+                                           cast, own, bounds, walks)] if c is not None]
+        sized = [c for c in costs if c.value is not None and c.verdict != "no-op"]
+        if not sized:
+            return None  # nothing to choose by: no cost, rather than one candidate's verdict on a guess
+        sized.sort(key=lambda c: (c.value or 0.0, c.holder))
+        low, high = sized[0], sized[-1]
+        if len(sized) == 1:
+            return low
+        # A verdict holds for the range only when every candidate has it (all tiny): never one buffer's on a guess.
+        verdict = low.verdict if all(c.verdict == low.verdict for c in sized) else ""
+        names = tuple(dict.fromkeys(c.holder for c in sized))
+        return replace(low, value_max=high.value, candidates=names, verdict=verdict,
+                       note=f"{low.note}; " * bool(low.note) + f"one of {len(names)} buffers the getter hands out "
+                            f"({', '.join(names)})")
 
     def _loop_bounds(self, here: ClassRef | None, loops: Sequence[tuple[str, str]]) -> list[str]:
         """The trip count of each ``for`` around the cast that walks a ``range``: ``range(N)`` → ``N``,
@@ -676,7 +716,7 @@ class CostModel:
             note = f"{note}; {why}" if note and why else note or why
         unbound = () if value is not None else self._unbound([*dims, *factors], [src, dst])
         return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", declared=at,
-                    verdict=verdict, note=note, unbound=unbound)
+                    verdict=verdict, note=note, unbound=unbound, calls=times)
 
     def _unbound(self, sizes: Sequence[str], dtypes: Sequence[str | None]) -> tuple[str, ...]:
         """The names a user has to bind for a value: those of the sizes that are no number, and each dtype
@@ -913,3 +953,31 @@ def judged(finding: Finding, cost: Cost | None) -> Finding:
     if cost.verdict == "tiny" and finding.severity == "error":
         return replace(finding, cost=cost, severity="warning", message=f"{finding.message} ({cost.note})")
     return replace(finding, cost=cost)
+
+
+# --------------------------------------------------------------------------- the per-step table
+
+
+def step_table(findings: Sequence[Finding]) -> StepTable:
+    """The per-step table of a report's findings (item 5 of issue 35): one row per error or warning whose cost
+    has a number (bytes per step, calls per step, a range's top), most bytes first, each row's share of the
+    total; with a trace joined, what it measured per step beside it (the runtime join's ``calls_per_step``, and
+    its bytes scaled to one step) and the static check's status (:func:`check`, done in ``post``). Pure."""
+    costed = [f for f in findings if f.severity in ("error", "warning") and f.cost is not None]
+    numbered = [f for f in costed if f.cost is not None and f.cost.value is not None]
+    total = sum(f.cost.value or 0.0 for f in numbered if f.cost is not None)
+    ranged = any(f.cost.is_range() for f in numbered if f.cost is not None)
+    total_max = sum((f.cost.value_max if f.cost.value_max is not None else f.cost.value) or 0.0
+                    for f in numbered if f.cost is not None) if ranged else None
+    rows = []
+    for f in numbered:
+        c = f.cost
+        assert c is not None and c.value is not None
+        rt = f.runtime
+        m_calls = rt.calls_per_step if rt is not None else None
+        m_bytes = rt.bytes_total * m_calls / rt.calls if rt is not None and m_calls is not None and rt.calls else None
+        rows.append(StepRow(f.rule, f.severity, f.root, f.path, f.line, f.function, c.holder, c.calls, c.value,
+                            c.value_max if c.is_range() else None, c.value / total if total else 0.0,
+                            m_calls, m_bytes, c.check.status if c.check is not None else ""))
+    rows.sort(key=lambda r: (-(r.bytes_max if r.bytes_max is not None else r.bytes), -r.bytes, r.path, r.line))
+    return StepTable(tuple(rows), total, total_max, len(costed) - len(numbered))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from castfind.core import sourcetext
 from castfind.core.paths import display_path
-from castfind.core.types import Diagnostic, Finding
+from castfind.core.types import Diagnostic, Finding, StepTable
 
 if TYPE_CHECKING:
     from castfind.analysis.findings import BaselineEntry
@@ -102,6 +102,9 @@ class ScanReport:
     diagnostics: tuple[Diagnostic, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
     fixed: tuple[BaselineEntry, ...] = ()
+    #: The per-step table (:func:`castfind.analysis.cost.step_table`), when the scan describes a deployment
+    #: (a deployment flag: ``pipeline.deployment_given``); None otherwise, and no format shows one.
+    step: StepTable | None = None
 
     def severity_counts(self) -> dict[str, int]:
         """Findings per severity, with every known severity present (possibly 0)."""
