@@ -28,7 +28,8 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
    the buffer (``get_key_buffer(i)`` under ``for i in range(...)``), the loop walks the list: its trip count
    replaces ``N``. Module-level numeric constants in a shape are replaced by their values. ``value`` is
    ``per_step`` evaluated by a small evaluator over the bound names (numbers, + - * // / %, min/max,
-   comparisons, ``and``/``or``/``not``, conditional expressions; anything else is unknown), or None.
+   comparisons, ``and``/``or``/``not``, conditional expressions, ``getattr(config, "field", default)``,
+   ``torch.get_default_dtype()``; anything else is unknown), or None.
 4. **The verdict** (:func:`judged` applies it to the finding; :class:`~castfind.core.types.Cost` carries it):
 
    * **no-op** (the finding becomes info): the destination dtype is the dtype the operand was declared with
@@ -357,6 +358,15 @@ class Evaluator:
             raise Unknown(ast.unparse(node))
         if isinstance(node, ast.Tuple):
             return tuple(self._ev(e, d) for e in node.elts)
+        if isinstance(node, ast.Call) and not node.args and not node.keywords and ast.unparse(node.func) == "torch.get_default_dtype":
+            return self._name("default_dtype")  # what an engine sets torch's default dtype to: the rules' default
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                and len(node.args) == 3 and not node.keywords and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str) and isinstance(node.args[0], (ast.Name, ast.Attribute))):
+            # `getattr(config, "router_fp32", False)`: an optional config field, bound (`config.router_fp32`) or
+            # its default
+            dotted = f"{ast.unparse(node.args[0])}.{node.args[1].value}"
+            return self._name(dotted) if dotted in self.bound.values else self._ev(node.args[2], d)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max")
                 and node.args and not node.keywords):
             vals = [self._ev(a, d) for a in node.args]

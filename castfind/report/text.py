@@ -18,8 +18,8 @@ from castfind.core.types import Condition, Cost, CostCheck, Finding, Runtime, St
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics, display_path
 
 __all__ = ["COLOR_CHOICES", "format_bytes", "format_check", "format_conditions", "format_cost",
-           "format_finding", "format_runtime", "format_statistics", "format_step", "format_step_bytes", "render", "render_report", "step_rows",
-           "step_total", "summary", "wants_color"]
+           "format_finding", "format_runtime", "format_statistics", "format_step", "format_step_bytes", "render",
+           "render_report", "step_rows", "step_total", "summary", "wants_color"]
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
