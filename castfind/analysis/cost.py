@@ -616,8 +616,10 @@ class CostModel:
         deployment's buffer. One candidate left: its cost; several: a range, the smallest's cost with
         ``value_max`` the largest's (``candidates`` names them all); none sized: the first readable formula
         (its unbound names say what to bind), so a finding never loses the number it could have."""
+        # Each candidate as its getter hands it out: `self.kv_buffer[layer_id]` is one layer's buffer, a lone
+        # `self.remote_buffer` the whole tensor (the call's argument indexes nothing there).
         costs = [c for h in cands if h.holders
-                 for c in [self._held_cost(Held(h.holders, h.attr, h.indexed or call.indexed, h.view or call.view),
+                 for c in [self._held_cost(Held(h.holders, h.attr, h.indexed, h.view or call.view),
                                            cast, own, bounds, walks)] if c is not None]
         sized = [c for c in costs if c.value is not None and c.verdict != "no-op"]
         if not sized:
