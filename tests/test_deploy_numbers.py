@@ -172,3 +172,26 @@ def test_a_bad_tp_is_one_line(tmp_path: Path, bad: str) -> None:
     r = runner.invoke(cli.app, ["scan", str(KIT), "--cache-dir", str(tmp_path / "c"), "--tp", bad])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert "--tp" in r.output
+
+
+def test_optional_config_fields_and_the_default_dtype_evaluate() -> None:
+    """A router's dtype written ``torch.float32 if getattr(config, "router_fp32", False) else
+    torch.get_default_dtype()``: the default dtype (the model's) unless the config sets the field."""
+    from castfind.analysis.cost import Bindings, Evaluator
+    text = "torch.float32 if getattr(config, 'router_fp32', False) else torch.get_default_dtype()"
+    model = {"default_dtype": "activation_dtype", "activation_dtype": "torch.bfloat16"}
+    assert Evaluator(Bindings(model)).value(text) == "torch.bfloat16"
+    assert Evaluator(Bindings({**model, "config.router_fp32": "True"})).value(text) == "torch.float32"
+    assert Evaluator(Bindings(model)).number("getattr(config, 'n_group', 1) * 8") == 8
+
+
+def test_a_getter_that_returns_one_tensor_is_sized_whole(tmp_path: Path) -> None:
+    """relaykit: one pool indexes its per-layer list by the layer argument, the other returns its lone staging
+    tensor whatever the argument; the range runs from the whole staging tensor to every layer's buffer."""
+    r = runner.invoke(cli.app, ["scan", str(FIX / "relaykit"), "--cache-dir", str(tmp_path / "c"), "--json",
+                                "--set", "size=100", "--set", "width=64", "--set", "layer_num=3",
+                                "--kv-cache-dtype", "fp8_e4m3", "--set", "activation_dtype=bfloat16"])
+    (f,) = json.loads(r.stdout)["findings"]
+    cost = f["cost"]
+    assert (cost["value"], cost["value_max"]) == (100 * 64 * 3, 3 * 100 * 64 * 3)
+    assert cost["shape"] == ["size", "width"] and cost["candidates"] == ["RelayPool.staging", "LayeredPool.buffers"]
