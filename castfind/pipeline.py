@@ -373,9 +373,13 @@ def _bindings(ruleset: RuleSet, req: CostRequest) -> Bindings:
     sets = [parse_set(f"{name}={value}") for name, value in req.sets]  # API callers pass pairs: same check
     # The code's tensor-parallel names are bound (to 1 unless --tp says) once a deployment is described at all;
     # without one they stay unbound, so a scan without deployment flags costs exactly as before.
-    tp = req.tp if req.tp is not None else 1 if deployment_given(req) else None
-    return bindings(ruleset.cost, config=config, kv_tokens=req.kv_tokens, kv_cache_dtype=req.kv_cache_dtype,
-                    tp=tp, sets=sets)
+    # Likewise the KV cache's dtype: the engine's default spelling (`auto`: the model's dtype) unless given.
+    described = deployment_given(req)
+    tp = req.tp if req.tp is not None else 1 if described else None
+    kv_dtype = req.kv_cache_dtype
+    if kv_dtype is None and described and "auto" in dict(ruleset.cost.kv_cache_dtypes):
+        kv_dtype = "auto"
+    return bindings(ruleset.cost, config=config, kv_tokens=req.kv_tokens, kv_cache_dtype=kv_dtype, tp=tp, sets=sets)
 
 
 def deployment_given(req: CostRequest) -> bool:
