@@ -93,6 +93,7 @@ def test_step_table_in_json(tmp_path: Path) -> None:
     assert [round(r["share"], 4) for r in step["rows"]] == [round(WEIGHT / (WEIGHT + LATENT), 4),
                                                              round(LATENT / (WEIGHT + LATENT), 4)]
     assert step["rows"][0]["measured_calls_per_step"] is None and step["rows"][0]["check"] == ""
+    assert [r["holder"] for r in step["rows"]] == ["ShardedUpProjection.weight", "CompressedPool.latent / PerHeadPool.keys"]
 
 
 def test_step_table_in_text_after_the_findings(tmp_path: Path) -> None:

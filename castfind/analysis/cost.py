@@ -988,7 +988,8 @@ def step_table(findings: Sequence[Finding]) -> StepTable:
         rt = f.runtime
         m_calls = rt.calls_per_step if rt is not None else None
         m_bytes = rt.bytes_total * m_calls / rt.calls if rt is not None and m_calls is not None and rt.calls else None
-        rows.append(StepRow(f.rule, f.severity, f.root, f.path, f.line, f.function, c.holder, c.calls, c.value,
+        holder = " / ".join(c.candidates) if c.is_range() and c.candidates else c.holder
+        rows.append(StepRow(f.rule, f.severity, f.root, f.path, f.line, f.function, holder, c.calls, c.value,
                             c.value_max if c.is_range() else None, c.value / total if total else 0.0,
                             m_calls, m_bytes, c.check.status if c.check is not None else ""))
     rows.sort(key=lambda r: (-(r.bytes_max if r.bytes_max is not None else r.bytes), -r.bytes, r.path, r.line))

@@ -164,7 +164,8 @@ class Cost:
 class StepRow:
     """One row of the per-step table (:class:`StepTable`): a reported cast with a number, what a decode step
     spends on it (``bytes_max``: the top of a range), its share of the step's total, and what a trace measured
-    (``measured_calls`` / ``measured_bytes`` per step; None without a trace, or a trace without step marks)."""
+    (``measured_calls`` / ``measured_bytes`` per step; None without a trace, or a trace without step marks).
+    ``holder``: the buffer's ``Class.attribute``; a range's candidates joined by `` / ``."""
 
     rule: str
     severity: Severity
