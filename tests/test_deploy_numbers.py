@@ -196,3 +196,4 @@ def test_a_getter_that_returns_one_tensor_is_sized_whole(tmp_path: Path) -> None
     cost = f["cost"]
     assert (cost["value"], cost["value_max"]) == (100 * 64 * 3, 3 * 100 * 64 * 3)
     assert cost["shape"] == ["size", "width"] and cost["candidates"] == ["RelayPool.staging", "LayeredPool.buffers"]
+    assert "calls_per_step" not in cost  # once for the staging tensor, 3 times for the layers: no one count

@@ -75,7 +75,7 @@ from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, 
 from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 5
+COST_VERSION = 6
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -631,7 +631,8 @@ class CostModel:
         # A verdict holds for the range only when every candidate has it (all tiny): never one buffer's on a guess.
         verdict = low.verdict if all(c.verdict == low.verdict for c in sized) else ""
         names = tuple(dict.fromkeys(c.holder for c in sized))
-        return replace(low, value_max=high.value, candidates=names, verdict=verdict,
+        calls = low.calls if all(c.calls == low.calls for c in sized) else None  # one count, or none shown
+        return replace(low, value_max=high.value, candidates=names, verdict=verdict, calls=calls,
                        note=f"{low.note}; " * bool(low.note) + f"one of {len(names)} buffers the getter hands out "
                             f"({', '.join(names)})")
 
