@@ -75,7 +75,7 @@ from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, 
 from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 6
+COST_VERSION = 7
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -611,18 +611,23 @@ class CostModel:
     def _range(self, cands: Sequence[Held], call: GetterCall, cast: Cast, own: ClassRef | None,
                bounds: Sequence[str], walks: bool) -> Cost | None:
         """The cost of a getter several classes define and none of which :meth:`Holders.choose` prefers. The
-        configuration selects among them: a candidate whose size the bound names do not give (an MLA pool's
-        ``kv_lora_rank`` for a model without one; an MHA pool's ``head_dim`` for an MLA model) is not this
-        deployment's buffer. One candidate left: its cost; several: a range, the smallest's cost with
-        ``value_max`` the largest's (``candidates`` names them all); none sized: the first readable formula
-        (its unbound names say what to bind), so a finding never loses the number it could have."""
+        configuration selects among them: a candidate whose size needs a model field the configuration does not
+        give (an MLA pool's ``kv_lora_rank`` for a model without one; an MHA pool's ``head_dim`` for an MLA model:
+        a name of the rules' ``cost.config``) is not this deployment's buffer. Of the rest, all sized: one is
+        its cost, several a range (the smallest's cost with ``value_max`` the largest's, ``candidates`` naming
+        them all); one unsized for another reason (the pool's ``size`` unbound): no cost, never a guess."""
         # Each candidate as its getter hands it out: `self.kv_buffer[layer_id]` is one layer's buffer, a lone
         # `self.remote_buffer` the whole tensor (the call's argument indexes nothing there).
         costs = [c for h in cands if h.holders
                  for c in [self._held_cost(Held(h.holders, h.attr, h.indexed, h.view or call.view),
                                            cast, own, bounds, walks)] if c is not None]
+        # A candidate that needs a model field the configuration lacks (`kv_lora_rank` of a Llama config) is another
+        # model's buffer; one that needs anything else unbound (the pool's `size` without --kv-tokens) may be this
+        # one's, and then no candidate is picked (a sized one would be a guess).
+        model_names = {n for _, names in self.rules.cost.config for n in names}
+        costs = [c for c in costs if c.value is not None or not set(c.unbound) & model_names]
         sized = [c for c in costs if c.value is not None and c.verdict != "no-op"]
-        if not sized:
+        if not sized or len(sized) < len([c for c in costs if c.verdict != "no-op"]):
             return None  # nothing to choose by: no cost, rather than one candidate's verdict on a guess
         sized.sort(key=lambda c: (c.value or 0.0, c.holder))
         low, high = sized[0], sized[-1]
