@@ -75,7 +75,7 @@ from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, 
 from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 7
+COST_VERSION = 8
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -613,33 +613,36 @@ class CostModel:
         """The cost of a getter several classes define and none of which :meth:`Holders.choose` prefers. The
         configuration selects among them: a candidate whose size needs a model field the configuration does not
         give (an MLA pool's ``kv_lora_rank`` for a model without one; an MHA pool's ``head_dim`` for an MLA model:
-        a name of the rules' ``cost.config``) is not this deployment's buffer. Of the rest, all sized: one is
-        its cost, several a range (the smallest's cost with ``value_max`` the largest's, ``candidates`` naming
-        them all); one unsized for another reason (the pool's ``size`` unbound): no cost, never a guess."""
+        a name of the rules' ``cost.config``) is not this deployment's buffer. Of the rest, one sized is its cost,
+        several a range (the smallest's cost with ``value_max`` the largest's, ``candidates`` naming them); those
+        unsized for another reason are named in the note, and then no verdict is applied (never on a guess)."""
         # Each candidate as its getter hands it out: `self.kv_buffer[layer_id]` is one layer's buffer, a lone
         # `self.remote_buffer` the whole tensor (the call's argument indexes nothing there).
         costs = [c for h in cands if h.holders
                  for c in [self._held_cost(Held(h.holders, h.attr, h.indexed, h.view or call.view),
                                            cast, own, bounds, walks)] if c is not None]
         # A candidate that needs a model field the configuration lacks (`kv_lora_rank` of a Llama config) is another
-        # model's buffer; one that needs anything else unbound (the pool's `size` without --kv-tokens) may be this
-        # one's, and then no candidate is picked (a sized one would be a guess).
+        # model's buffer. One unsized for another reason (a name the rules bind from no flag, a shape castfind
+        # cannot read) may be this one's: the range covers the sized ones and says how many are not in it.
         model_names = {n for _, names in self.rules.cost.config for n in names}
         costs = [c for c in costs if c.value is not None or not set(c.unbound) & model_names]
         sized = [c for c in costs if c.value is not None and c.verdict != "no-op"]
-        if not sized or len(sized) < len([c for c in costs if c.verdict != "no-op"]):
+        unsized = tuple(dict.fromkeys(c.holder for c in costs if c.value is None))
+        if not sized:
             return None  # nothing to choose by: no cost, rather than one candidate's verdict on a guess
         sized.sort(key=lambda c: (c.value or 0.0, c.holder))
         low, high = sized[0], sized[-1]
-        if len(sized) == 1:
+        if len(sized) == 1 and not unsized:
             return low
         # A verdict holds for the range only when every candidate has it (all tiny): never one buffer's on a guess.
-        verdict = low.verdict if all(c.verdict == low.verdict for c in sized) else ""
+        verdict = low.verdict if not unsized and all(c.verdict == low.verdict for c in sized) else ""
         names = tuple(dict.fromkeys(c.holder for c in sized))
         calls = low.calls if all(c.calls == low.calls for c in sized) else None  # one count, or none shown
+        note = f"one of {len(names)} buffers the getter hands out ({', '.join(names)})"
+        if unsized:
+            note += f"; {len(unsized)} more not sized with the bound names ({', '.join(unsized)})"
         return replace(low, value_max=high.value, candidates=names, verdict=verdict, calls=calls,
-                       note=f"{low.note}; " * bool(low.note) + f"one of {len(names)} buffers the getter hands out "
-                            f"({', '.join(names)})")
+                       note=f"{low.note}; " * bool(low.note) + note)
 
     def _loop_bounds(self, here: ClassRef | None, loops: Sequence[tuple[str, str]]) -> list[str]:
         """The trip count of each ``for`` around the cast that walks a ``range``: ``range(N)`` → ``N``,
