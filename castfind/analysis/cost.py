@@ -997,7 +997,7 @@ def step_table(findings: Sequence[Finding]) -> StepTable:
         rt = f.runtime
         m_calls = rt.calls_per_step if rt is not None else None
         m_bytes = rt.bytes_total * m_calls / rt.calls if rt is not None and m_calls is not None and rt.calls else None
-        holder = " / ".join(c.candidates) if c.is_range() and c.candidates else c.holder
+        holder = " / ".join(c.candidates) if len(c.candidates) > 1 else c.holder  # every candidate, even of equal size
         rows.append(StepRow(f.rule, f.severity, f.root, f.path, f.line, f.function, holder, c.calls, c.value,
                             c.value_max if c.is_range() else None, c.value / total if total else 0.0,
                             m_calls, m_bytes, c.check.status if c.check is not None else ""))
