@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from castfind.analysis import findings as fnd
 from castfind.analysis import modelpath
-from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set, unreadable_set
+from castfind.analysis.cost import COST_VERSION, Bindings, CostModel, bindings, judged, parse_set, step_table, unreadable_set
 from castfind.analysis.cost import check as check_cost
 from castfind.analysis.resolve import Resolver
 from castfind.core import sourcetext
@@ -381,8 +381,23 @@ def _model_config(req: CostRequest) -> dict[str, Any] | None:
 def _bindings(ruleset: RuleSet, req: CostRequest, config: dict[str, Any] | None = None) -> Bindings:
     """The names bound for cost formulas from the model config's fields, the flags and ``--set``."""
     sets = [parse_set(f"{name}={value}") for name, value in req.sets]  # API callers pass pairs: same check
-    return bindings(ruleset.cost, config=config, kv_tokens=req.kv_tokens, kv_cache_dtype=req.kv_cache_dtype,
-                    sets=sets)
+    # The code's tensor-parallel names are bound (to 1 unless --tp says) once a deployment is described at all;
+    # without one they stay unbound, so a scan without deployment flags costs exactly as before.
+    # Likewise the KV cache's dtype: the engine's default spelling (`auto`: the model's dtype) unless given.
+    described = deployment_given(req)
+    tp = req.tp if req.tp is not None else 1 if described else None
+    kv_dtype = req.kv_cache_dtype
+    if kv_dtype is None and described and "auto" in dict(ruleset.cost.kv_cache_dtypes):
+        kv_dtype = "auto"
+    return bindings(ruleset.cost, config=config, kv_tokens=req.kv_tokens, kv_cache_dtype=kv_dtype, tp=tp, sets=sets)
+
+
+def deployment_given(req: CostRequest) -> bool:
+    """Does the request describe a deployment (any of ``--model-config``, ``--platform``, ``--attention-backend``,
+    ``--kv-cache-dtype``, ``--kv-tokens``, ``--quantization``, ``--tp``, ``--set``)? Then a scan ends with the
+    per-step table (:func:`castfind.analysis.cost.step_table`)."""
+    return bool(req.sets) or any(v is not None for v in (req.model_config, req.kv_tokens, req.kv_cache_dtype,
+                                                         req.platform, req.attention_backend, req.quantization, req.tp))
 
 
 def _whole_outcome(request: ScanRequest, opts: IndexOptions) -> bool:
@@ -538,8 +553,10 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         stats["baseline_commit"] = {"ref": scan_plan.request.baseline_commit,
                                     "commits": sorted({at.commit for at in scan_plan.baseline_commit}),
                                     "hidden": outcome.hidden, "fixed": sum(e.count for e in outcome.fixed)}
-    report = ScanReport(tuple(fnd.rank(kept)), tuple(diags), stats, fixed,
-                        {**({"model": off_model} if off_model else {}), **off_path})
+    ranked = tuple(fnd.rank(kept))
+    step = step_table(ranked) if deployment_given(scan_plan.request.cost) else None
+    report = ScanReport(ranked, tuple(diags), stats, fixed,
+                        off_path={**({"model": off_model} if off_model else {}), **off_path}, step=step)
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.request.warn_unused_ignores),
                    out.explanations, wrote, out.stops, scan_plan.packages)
 

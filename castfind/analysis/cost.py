@@ -28,7 +28,8 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
    the buffer (``get_key_buffer(i)`` under ``for i in range(...)``), the loop walks the list: its trip count
    replaces ``N``. Module-level numeric constants in a shape are replaced by their values. ``value`` is
    ``per_step`` evaluated by a small evaluator over the bound names (numbers, + - * // / %, min/max,
-   comparisons, ``and``/``or``/``not``, conditional expressions; anything else is unknown), or None.
+   comparisons, ``and``/``or``/``not``, conditional expressions, ``getattr(config, "field", default)``,
+   ``torch.get_default_dtype()``; anything else is unknown), or None.
 4. **The verdict** (:func:`judged` applies it to the finding; :class:`~castfind.core.types.Cost` carries it):
 
    * **no-op** (the finding becomes info): the destination dtype is the dtype the operand was declared with
@@ -57,7 +58,10 @@ Runs after the engine, on findings only (a few hundred at most), never per cast 
    on a guess.
 
 Names are bound from configuration (:class:`Bindings`, built from the rules' ``cost:`` section): a Hugging
-Face ``config.json``, ``--kv-tokens``, ``--kv-cache-dtype`` and ``--set NAME=VALUE``.
+Face ``config.json``, ``--kv-tokens``, ``--kv-cache-dtype``, ``--tp`` and ``--set NAME=VALUE``.
+
+A getter several pool classes define is costed as a range over the candidates the bound names size
+(:meth:`CostModel._range`); :func:`step_table` gathers a report's numbers into the per-step table.
 """
 
 from __future__ import annotations
@@ -74,11 +78,11 @@ from castfind.analysis.getters import ClassRef, GetterCall, Held, Holders, dtype
 from castfind.analysis.operand_guards import never_runs
 from castfind.core import casts
 from castfind.core.rules import CostSpec, RuleSet, glob_match
-from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime
+from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, StepRow, StepTable
 from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 3
+COST_VERSION = 9
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -169,7 +173,8 @@ def parse_set(spec: str) -> tuple[str, str]:
 
 
 def bindings(spec: CostSpec, *, config: Mapping[str, Any] | None = None, kv_tokens: int | None = None,
-             kv_cache_dtype: str | None = None, sets: Sequence[tuple[str, str]] = ()) -> Bindings:
+             kv_cache_dtype: str | None = None, tp: int | None = None, sets: Sequence[tuple[str, str]] = ()
+             ) -> Bindings:
     """The names bound for this run: the rules' defaults, then the config fields (each as ``config.FIELD``
     too, what a model's constructor reads), the flags, ``--set``.
 
@@ -209,6 +214,13 @@ def bindings(spec: CostSpec, *, config: Mapping[str, Any] | None = None, kv_toke
                                  f"{', '.join(sorted(table))}")
         for n in flags.get("kv_cache_dtype", ()):
             values[n] = dt
+    if tp is not None:
+        why = number_problem(tp)
+        if why is not None or tp < 1:
+            raise ValueError(f"--tp: {why or f'{tp} is no tensor-parallel size'} — give the number of GPUs a layer "
+                             f"is split over, e.g. --tp 8")
+        for n in flags.get("tp", ()):  # `tp_size` in `output_size // tp_size`: a weight is 1/tp of the model's
+            values[n] = str(tp)
     for name, value in sets:
         values[name] = _dtype_text(value)
     kv_names = tuple(flags.get("kv_tokens", ())) if kv_tokens is not None else ()
@@ -353,6 +365,15 @@ class Evaluator:
             raise Unknown(ast.unparse(node))
         if isinstance(node, ast.Tuple):
             return tuple(self._ev(e, d) for e in node.elts)
+        if isinstance(node, ast.Call) and not node.args and not node.keywords and ast.unparse(node.func) == "torch.get_default_dtype":
+            return self._name("default_dtype")  # what an engine sets torch's default dtype to: the rules' default
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                and len(node.args) == 3 and not node.keywords and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str) and isinstance(node.args[0], (ast.Name, ast.Attribute))):
+            # `getattr(config, "router_fp32", False)`: an optional config field, bound (`config.router_fp32`) or
+            # its default
+            dotted = f"{ast.unparse(node.args[0])}.{node.args[1].value}"
+            return self._name(dotted) if dotted in self.bound.values else self._ev(node.args[2], d)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max")
                 and node.args and not node.keywords):
             vals = [self._ev(a, d) for a in node.args]
@@ -575,16 +596,21 @@ class CostModel:
         if method is None or method.operand != "receiver":
             return None
         end = self.holders.operand(facts, cast.scope, cast.receiver, cast.line)
-        if isinstance(end, GetterCall):
-            got = self.holders.choose(self.holders.handed_out(end.name), finding.path)
-            if got is None:
-                return None
-            end = Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
-        if not isinstance(end, Held) or not end.holders:
-            return None
         own = self.holders.own_class(facts, cast.scope)
         bounds = self._loop_bounds(own, cast.loops)
         walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
+        if isinstance(end, GetterCall):
+            cands = self.holders.handed_out(end.name)
+            got = self.holders.choose(cands, finding.path)
+            if got is None:
+                return self._range(finding, cands, end, cast, own, bounds, walks)
+            end = Held(got.holders, got.attr, got.indexed or end.indexed, got.view or end.view)
+        if not isinstance(end, Held) or not end.holders:
+            return None
+        return self._held_cost(finding, end, cast, own, bounds, walks)
+
+    def _held_cost(self, finding: Finding, end: Held, cast: Cast, own: ClassRef | None, bounds: Sequence[str],
+                   walks: bool) -> Cost | None:
         cost = self._cost_of(end, *self._dst(cast), own=own, loops=bounds, walks=walks)
         if cost is None and end.weight_of is not None:
             end = end.weight_of
@@ -615,6 +641,42 @@ class CostModel:
         test = f"not ({g.test})" if g.negated else g.test
         note = f"never runs here: `{test}` ({finding.path}:{g.line}) is false for {operand}, declared {src}"
         return replace(cost, verdict="never", note=note)
+
+    def _range(self, finding: Finding, cands: Sequence[Held], call: GetterCall, cast: Cast, own: ClassRef | None,
+               bounds: Sequence[str], walks: bool) -> Cost | None:
+        """The cost of a getter several classes define and none of which :meth:`Holders.choose` prefers. The
+        configuration selects among them: a candidate whose size needs a model field the configuration does not
+        give (an MLA pool's ``kv_lora_rank`` for a model without one; an MHA pool's ``head_dim`` for an MLA model:
+        a name of the rules' ``cost.config``) is not this deployment's buffer. Of the rest, one sized is its cost,
+        several a range (the smallest's cost with ``value_max`` the largest's, ``candidates`` naming them); those
+        unsized for another reason are named in the note, and then no verdict is applied (never on a guess)."""
+        # Each candidate as its getter hands it out: `self.kv_buffer[layer_id]` is one layer's buffer, a lone
+        # `self.remote_buffer` the whole tensor (the call's argument indexes nothing there).
+        costs = [c for h in cands if h.holders
+                 for c in [self._held_cost(finding, Held(h.holders, h.attr, h.indexed, h.view or call.view),
+                                           cast, own, bounds, walks)] if c is not None]
+        # A candidate that needs a model field the configuration lacks (`kv_lora_rank` of a Llama config) is another
+        # model's buffer. One unsized for another reason (a name the rules bind from no flag, a shape castfind
+        # cannot read) may be this one's: the range covers the sized ones and says how many are not in it.
+        model_names = {n for _, names in self.rules.cost.config for n in names}
+        costs = [c for c in costs if c.value is not None or not set(c.unbound) & model_names]
+        sized = [c for c in costs if c.value is not None and c.verdict != "no-op"]
+        unsized = tuple(dict.fromkeys(c.holder for c in costs if c.value is None))
+        if not sized:
+            return None  # nothing to choose by: no cost, rather than one candidate's verdict on a guess
+        sized.sort(key=lambda c: (c.value or 0.0, c.holder))
+        low, high = sized[0], sized[-1]
+        if len(sized) == 1 and not unsized:
+            return low
+        # A verdict holds for the range only when every candidate has it (all tiny): never one buffer's on a guess.
+        verdict = low.verdict if not unsized and all(c.verdict == low.verdict for c in sized) else ""
+        names = tuple(dict.fromkeys(c.holder for c in sized))
+        calls = low.calls if all(c.calls == low.calls for c in sized) else None  # one count, or none shown
+        note = f"one of {len(names)} buffers the getter hands out ({', '.join(names)})"
+        if unsized:
+            note += f"; {len(unsized)} more not sized with the bound names ({', '.join(unsized)})"
+        return replace(low, value_max=high.value, candidates=names, verdict=verdict, calls=calls,
+                       note=f"{low.note}; " * bool(low.note) + note)
 
     def _loop_bounds(self, here: ClassRef | None, loops: Sequence[tuple[str, str]]) -> list[str]:
         """The trip count of each ``for`` around the cast that walks a ``range``: ``range(N)`` → ``N``,
@@ -709,7 +771,7 @@ class CostModel:
             note = f"{note}; {why}" if note and why else note or why
         unbound = () if value is not None else self._unbound([*dims, *factors], [src, dst])
         return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", declared=at,
-                    verdict=verdict, note=note, unbound=unbound)
+                    verdict=verdict, note=note, unbound=unbound, calls=times)
 
     def _unbound(self, sizes: Sequence[str], dtypes: Sequence[str | None]) -> tuple[str, ...]:
         """The names a user has to bind for a value: those of the sizes that are no number, and each dtype
@@ -954,3 +1016,32 @@ def judged(finding: Finding, cost: Cost | None) -> Finding:
     if cost.verdict in ("tiny", "never") and finding.severity == "error":
         return replace(finding, cost=cost, severity="warning", message=f"{finding.message} ({cost.note})")
     return replace(finding, cost=cost)
+
+
+# --------------------------------------------------------------------------- the per-step table
+
+
+def step_table(findings: Sequence[Finding]) -> StepTable:
+    """The per-step table of a report's findings (item 5 of issue 35): one row per error or warning whose cost
+    has a number (bytes per step, calls per step, a range's top), most bytes first, each row's share of the
+    total; with a trace joined, what it measured per step beside it (the runtime join's ``calls_per_step``, and
+    its bytes scaled to one step) and the static check's status (:func:`check`, done in ``post``). Pure."""
+    costed = [f for f in findings if f.severity in ("error", "warning") and f.cost is not None]
+    numbered = [f for f in costed if f.cost is not None and f.cost.value is not None]
+    total = sum(f.cost.value or 0.0 for f in numbered if f.cost is not None)
+    ranged = any(f.cost.is_range() for f in numbered if f.cost is not None)
+    total_max = sum((f.cost.value_max if f.cost.value_max is not None else f.cost.value) or 0.0
+                    for f in numbered if f.cost is not None) if ranged else None
+    rows = []
+    for f in numbered:
+        c = f.cost
+        assert c is not None and c.value is not None
+        rt = f.runtime
+        m_calls = rt.calls_per_step if rt is not None else None
+        m_bytes = rt.bytes_total * m_calls / rt.calls if rt is not None and m_calls is not None and rt.calls else None
+        holder = " / ".join(c.candidates) if len(c.candidates) > 1 else c.holder  # every candidate, even of equal size
+        rows.append(StepRow(f.rule, f.severity, f.root, f.path, f.line, f.function, holder, c.calls, c.value,
+                            c.value_max if c.is_range() else None, c.value / total if total else 0.0,
+                            m_calls, m_bytes, c.check.status if c.check is not None else ""))
+    rows.sort(key=lambda r: (-(r.bytes_max if r.bytes_max is not None else r.bytes), -r.bytes, r.path, r.line))
+    return StepTable(tuple(rows), total, total_max, len(costed) - len(numbered))

@@ -283,8 +283,9 @@ class CostSpec:
     """``cost:``: how configuration reaches the names a buffer's allocation is written over.
 
     ``config``: a Hugging Face ``config.json`` field → the names it binds (``num_hidden_layers`` →
-    ``layer_num``, the pools' constructor parameter); ``flags``: ``kv_tokens`` / ``kv_cache_dtype`` → the
-    names they bind; ``defaults``: names bound unless something else binds them (``page_size: 1``);
+    ``layer_num``, the pools' constructor parameter); ``flags``: ``kv_tokens`` / ``kv_cache_dtype`` / ``tp``
+    (``--tp``: the tensor-parallel size the code divides a weight by) → the names they bind; ``defaults``: names
+    bound unless something else binds them (``page_size: 1``);
     ``kv_cache_dtypes``: SGLang's ``--kv-cache-dtype`` spellings → torch dtypes; ``activation``: patterns of
     dtype expressions that stand for the model's activation dtype (``q.dtype``: bound to the name
     ``activation_dtype``).
@@ -307,7 +308,7 @@ class CostSpec:
 
 
 #: The flags a ``cost.flags`` entry may name.
-COST_FLAGS = ("kv_tokens", "kv_cache_dtype")
+COST_FLAGS = ("kv_tokens", "kv_cache_dtype", "tp")
 #: The server flags a ``deployment.flags`` entry may name (the scan options of the same name).
 DEPLOYMENT_FLAGS = ("attention_backend", "kv_cache_dtype", "quantization", "tp")
 

@@ -128,6 +128,14 @@ class Cost:
     unbound: tuple[str, ...] = ()
     #: Set when a trace measured the same cast (``--trace``): the two held against each other.
     check: CostCheck | None = None
+    #: The largest candidate's bytes per step when the operand may be several buffers (a getter several pool
+    #: classes define) whose sizes the bound names all give: ``value`` is then the smallest, and the cost a range.
+    value_max: float | None = None
+    #: The classes and attributes of a range's candidates (``MHAPool.k_buffer``, ``MLAPool.kv_buffer``).
+    candidates: tuple[str, ...] = ()
+    #: How many times a decode step runs the cast (the per-layer list's count times the loops' trip counts),
+    #: evaluated over the bound names; None when a name of it is unbound.
+    calls: float | None = None
 
     def declared_at(self) -> tuple[str, int] | None:
         """:attr:`declared` as ``(path relative to the root, line)``; None when it names no line."""
@@ -142,7 +150,61 @@ class Cost:
             "unbound": list(self.unbound)}
         if self.check is not None:
             d["check"] = self.check.to_dict()
+        if self.value_max is not None:  # a range: only then, so a single number's record keeps its keys
+            d["value_max"], d["candidates"] = self.value_max, list(self.candidates)
+        if self.calls is not None:
+            d["calls_per_step"] = self.calls
         return d
+
+    def is_range(self) -> bool:
+        """Several candidate buffers of different sizes: the bytes per step are ``value`` to ``value_max``."""
+        return self.value is not None and self.value_max is not None and self.value_max != self.value
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One row of the per-step table (:class:`StepTable`): a reported cast with a number, what a decode step
+    spends on it (``bytes_max``: the top of a range), its share of the step's total, and what a trace measured
+    (``measured_calls`` / ``measured_bytes`` per step; None without a trace, or a trace without step marks).
+    ``holder``: the buffer's ``Class.attribute``; a range's candidates joined by `` / ``."""
+
+    rule: str
+    severity: Severity
+    root: str
+    path: str
+    line: int
+    function: str
+    holder: str
+    calls: float | None
+    bytes: float
+    bytes_max: float | None
+    share: float
+    measured_calls: float | None = None
+    measured_bytes: float | None = None
+    check: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "severity": self.severity, "path": self.path, "line": self.line,
+                "function": self.function, "holder": self.holder, "calls_per_step": self.calls,
+                "bytes_per_step": self.bytes, "bytes_per_step_max": self.bytes_max, "share": self.share,
+                "measured_calls_per_step": self.measured_calls, "measured_bytes_per_step": self.measured_bytes,
+                "check": self.check}
+
+
+@dataclass(frozen=True, slots=True)
+class StepTable:
+    """What one decode step spends on the report's casts, as a profiler's table: a row per finding whose cost
+    has a number (most bytes first), the total (``total_max``: the top when a row is a range), and how many
+    costed findings have no number (a name of their formula unbound)."""
+
+    rows: tuple[StepRow, ...]
+    total: float
+    total_max: float | None = None
+    unnumbered: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [r.to_dict() for r in self.rows], "total": self.total, "total_max": self.total_max,
+                "unnumbered": self.unnumbered}
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from castfind.core import sourcetext
 from castfind.core.paths import display_path
-from castfind.core.types import Diagnostic, Finding
+from castfind.core.types import Diagnostic, Finding, StepTable
 
 if TYPE_CHECKING:
     from castfind.analysis.findings import BaselineEntry
@@ -105,6 +105,9 @@ class ScanReport:
     #: Findings left out as off the deployment's path, per kind (``branch``: a false branch test; ``model``:
     #: not this model's code); shown with ``--all-paths`` / ``--all-models``.
     off_path: Mapping[str, int] = field(default_factory=dict)
+    #: The per-step table (:func:`castfind.analysis.cost.step_table`), when the scan describes a deployment
+    #: (a deployment flag: ``pipeline.deployment_given``); None otherwise, and no format shows one.
+    step: StepTable | None = None
 
     def severity_counts(self) -> dict[str, int]:
         """Findings per severity, with every known severity present (possibly 0)."""

@@ -4,7 +4,8 @@ Exactly three top-level keys, ``findings``, ``diagnostics`` and ``stats``, so co
 can rely on the shape. Each finding is ``Finding.to_dict()`` (``root``, and ``path`` relative to it) plus
 ``file``: the path every format shows, relative to the working directory (:mod:`castfind.core.paths`).
 Baseline entries no longer found go in ``stats["baseline_fixed"]``
-rather than a fourth key.
+rather than a fourth key, and the per-step table of a scan that describes a deployment in ``stats["step"]``
+(``rows``, ``total``, ``total_max``, ``unnumbered``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def to_dict(report: ScanReport, *, statistics: bool = False) -> dict[str, Any]:
         stats["off_path"] = dict(report.off_path)
     if report.fixed:
         stats["baseline_fixed"] = [entry.to_dict() for entry in report.fixed]
+    if report.step is not None:  # a deployment was described: the per-step table, rows and total
+        stats["step"] = report.step.to_dict()
     return {
         # ``file``: the path as every format shows it (castfind.core.paths); ``root`` and ``path`` as scanned.
         "findings": [{**f.to_dict(), "file": display_path(f.root, f.path)} for f in report.findings],

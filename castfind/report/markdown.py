@@ -26,12 +26,12 @@ import re
 from collections.abc import Callable
 
 from castfind.core.names import shown
-from castfind.core.types import Finding
+from castfind.core.types import Finding, StepTable
 from castfind.report import ReportContext, ScanReport, display_path
-from castfind.report.text import format_bytes, format_conditions, summary
+from castfind.report.text import format_bytes, format_conditions, format_step_bytes, step_rows, step_total, summary
 
 __all__ = ["MERMAID_ENTITY", "code_span", "cost_cell", "flowchart", "measured_cell", "mermaid_label", "provenance_steps",
-           "render", "render_report", "short_name", "table_text"]
+           "render", "render_report", "short_name", "step_table", "table_text"]
 
 #: Characters written as Mermaid entity codes inside a label (``#35;`` is decimal 35).
 MERMAID_ENTITY = {'"': "#quot;", "#": "#35;", "<": "#lt;", ">": "#gt;", "&": "#amp;", "`": "#96;"}
@@ -161,7 +161,7 @@ def cost_cell(f: Finding) -> str:
     c = f.cost
     if c is not None:
         if c.value is not None:
-            static = f"{format_bytes(c.value)}/step"
+            static = f"{format_step_bytes(c.value, c.value_max)}/step"
         else:
             static = f"{code_span(c.per_step)}/step" + (f" (unbound: {table_text(', '.join(c.unbound))})"
                                                         if c.unbound else "")
@@ -182,6 +182,16 @@ def measured_cell(f: Finding) -> str:
     if check is not None:
         text += f"; static {'MISMATCH' if check.status == 'mismatch' else check.status}"
     return text
+
+
+def step_table(table: StepTable) -> list[str]:
+    """The per-step table (``text.step_rows``' cells) as a Markdown table under its own heading, then the total."""
+    head, rows = step_rows(table)
+    lines = ["#### per decode step", "", "| " + " | ".join(head) + " |",
+             "| " + " | ".join("--:" if i < 3 or i > 6 else ":--" for i in range(len(head))) + " |"]
+    lines += ["| " + " | ".join(code_span(c) if i in (4, 5, 6) and c != "-" else table_text(c)
+                                for i, c in enumerate(cells)) + " |" for cells in rows]
+    return [*lines, "", table_text(step_total(table)), ""]
 
 
 def _row(f: Finding) -> str:
@@ -220,6 +230,8 @@ def render(report: ScanReport) -> str:
                 "| :-- | :-- | :-- | :-- | :-- | --: | --: |"]
         out += [_row(f) for f in report.findings]
         out.append("")
+    if report.step is not None:
+        out += step_table(report.step)
     for f in report.findings:
         if f.severity == "error":
             out += _details(f)

@@ -2,7 +2,8 @@
 
 Each finding is one block whose first line is ``path:line:col: RULE severity message``,
 the form editors and terminals turn into a jump link; indented detail lines follow.
-Then diagnostics (``path:line: message``), baseline entries no longer found, and a
+Then, when the scan describes a deployment, the per-step table (:func:`format_step`), diagnostics
+(``path:line: message``), baseline entries no longer found, and a
 one-line summary.
 """
 
@@ -13,12 +14,12 @@ from collections.abc import Iterable, Mapping
 from typing import TextIO
 
 from castfind.core.names import shown
-from castfind.core.types import Condition, Cost, CostCheck, Finding, Runtime
+from castfind.core.types import Condition, Cost, CostCheck, Finding, Runtime, StepTable
 from castfind.report import ReportContext, ScanReport, SourceLine, Statistics, display_path
 
 __all__ = ["COLOR_CHOICES", "format_bytes", "format_check", "format_conditions", "format_cost",
-           "format_finding", "format_runtime", "format_statistics", "render", "render_report", "summary",
-           "wants_color"]
+           "format_finding", "format_runtime", "format_statistics", "format_step", "format_step_bytes", "render",
+           "render_report", "step_rows", "step_total", "summary", "wants_color"]
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
@@ -91,13 +92,61 @@ def format_runtime(rt: Runtime) -> str:
 def format_cost(c: Cost) -> str:
     """``[size + page_size, 1, 576] torch.float8_e4m3fn→activation_dtype, per step: layer_num * (...) = 48.6 GiB``."""
     if c.value is not None:
-        known = f" = {format_bytes(c.value)}"
+        known = f" = {format_step_bytes(c.value, c.value_max)}" + (" (a range over the candidates)" if c.is_range() else "")
     else:
         names = ", ".join(c.unbound) if c.unbound else "?"
         known = f" (unbound: {names}; bind with --model-config, --kv-tokens or --set NAME=VALUE)"
     text = f"[{', '.join(c.shape)}] {c.src_dtype or '?'}→{c.dst_dtype or '?'}, per step: {c.per_step}{known}"
     text += f" ({c.holder}{f', declared at {c.declared}' if c.declared else ''})" if c.holder else ""
     return text + (f"; {c.note}" if c.note else "")
+
+
+def format_step_bytes(low: float, high: float | None) -> str:
+    """``48.6 GiB`` or, for a range, ``1.2 GiB–48.6 GiB``: the one way every format writes a step's bytes."""
+    return format_bytes(low) if high is None or high == low else f"{format_bytes(low)}–{format_bytes(high)}"
+
+
+def _count(n: float | None) -> str:
+    return "?" if n is None else f"{n:g}"
+
+
+def step_rows(table: StepTable) -> tuple[list[str], list[list[str]]]:
+    """The per-step table as a header and rows of cells (text and Markdown lay them out their own way): bytes per
+    step (a range's low–high), share of the total, calls per step, rule, location, function, buffer; with a trace,
+    the measured calls and bytes per step and the static check beside them."""
+    traced = any(r.measured_calls is not None or r.check for r in table.rows)
+    head = ["bytes/step", "share", "calls/step", "rule", "location", "function", "buffer"]
+    if traced:
+        head += ["measured calls/step", "measured bytes/step", "static vs measured"]
+    rows = []
+    for r in table.rows:
+        where = f"{display_path(r.root, r.path)}:{r.line}"
+        cells = [format_step_bytes(r.bytes, r.bytes_max), f"{100 * r.share:.1f}%", _count(r.calls), r.rule,
+                 where, r.function or "-", r.holder or "-"]
+        if traced:
+            cells += [_count(r.measured_calls),
+                      format_bytes(r.measured_bytes) if r.measured_bytes is not None else "?", r.check or "-"]
+        rows.append(cells)
+    return head, rows
+
+
+def step_total(table: StepTable) -> str:
+    """``total 53.3 GiB per step over 3 casts (1 more costed cast has no number: bind its unbound names)``."""
+    text = f"total {format_step_bytes(table.total, table.total_max)} per step over {_plural(len(table.rows), 'cast')}"
+    if table.unnumbered:
+        text += (f" ({_plural(table.unnumbered, 'more costed cast')} without a number: bind the names its cost line "
+                 f"lists as unbound)")
+    return text
+
+
+def format_step(table: StepTable) -> list[str]:
+    """The per-step table in text, as a profiler prints one: aligned columns, most bytes first, then the total."""
+    head, rows = step_rows(table)
+    widths = [max(len(c) for c in col) for col in zip(head, *rows, strict=True)]
+    out = ["per decode step (static cost of each reported cast):"]
+    out += [_INDENT + "  ".join(shown(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+            for cells in (head, *rows)]
+    return [*out, _INDENT + step_total(table)]
 
 
 def format_check(k: CostCheck) -> str:
@@ -125,7 +174,7 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
     where = display_path(f.root, f.path)
     head = f"{_paint(shown(f'{where}:{f.line}:{f.column}:'), _BOLD, color)} {f.rule} {severity} {shown(f.message)}"
     if f.cost is not None and f.cost.value is not None:
-        head += f" [{format_bytes(f.cost.value)}/step]"
+        head += f" [{format_step_bytes(f.cost.value, f.cost.value_max)}/step]"
     lines = [head]
     details: list[str] = []
     if source_line is not None:
@@ -231,6 +280,9 @@ def render(report: ScanReport, source_line: SourceLine | None = None, *, color: 
         for f in report.findings:
             out.extend(format_finding(f, source_line, color=color))
             out.append("")
+    if report.step is not None:
+        out.extend(format_step(report.step))
+        out.append("")
     if report.diagnostics:
         out.extend(str(d) for d in report.diagnostics)
         out.append("")
