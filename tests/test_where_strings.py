@@ -108,16 +108,25 @@ def test_a_public_alias_is_a_definition_with_its_target():
 
 # --------------------------------------------------------------------------- the time budget
 
-def test_an_answer_cut_by_the_time_budget_says_so_and_is_not_carried(tmp_path):
+def test_an_answer_cut_by_the_time_budget_says_so_and_is_carried_only_as_cut(tmp_path):
     cache = Cache(tmp_path / "cache")
     # A budget no lookup can meet: every search and resolution past the first clock reading stops.
     cut = where(_index(cache), "gemm_op", budget=None, seconds=1e-9)
     assert cut.stats["time_out"] is True
     assert cut.unresolved and all("time budget" in u.reason and "--time-budget 0" in u.reason for u in cut.unresolved)
+    # A lookup given no more time would stop as soon: it replays the cut answer, cut as it was.
+    again = where(_index(cache), "gemm_op", budget=None, seconds=1e-9)
+    assert again.stats["outcome"] == "carried" and again.stats["time_out"] is True
+    assert (again.definitions, again.call_sites, again.unresolved) == (cut.definitions, cut.call_sites, cut.unresolved)
+    # More time, or none, is never answered by the cut answer.
+    assert where(_index(cache), "gemm_op", budget=None, seconds=2e-9).stats["outcome"] == "computed"
     full = where(_index(cache), "gemm_op", budget=None, seconds=0)
     assert full.stats["outcome"] == "computed" and full.stats["time_out"] is False
     assert [d.qualname for d in full.definitions] == ["strkern.ops.gemm"] and len(full.call_sites) == 1
     assert where(_index(cache), "gemm_op", budget=None, seconds=0).stats["outcome"] == "carried"
+    # The whole answer, stored over the cut one, stands for a lookup with any budget.
+    short = where(_index(cache), "gemm_op", budget=None, seconds=1e-9)
+    assert short.stats["outcome"] == "carried" and short.call_sites == full.call_sites and not short.unresolved
 
 
 def test_the_time_budget_comes_from_the_option_then_the_environment(monkeypatch):

@@ -535,20 +535,22 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     query on the same tree (every file's content key, and the installed packages it looked for
     found where they were) is read back instead of resolved again (``stats["outcome"]``).
     ``budget``: :data:`DEFAULT_PARSE_BUDGET` (None: no limit). ``seconds``: the time budget
-    (:func:`~castfind.where.answer.time_budget`: None is the default, 0 none); an answer it cut is
-    not stored (``stats["time_out"]``), and the next lookup computes the whole answer again."""
+    (:func:`~castfind.where.answer.time_budget`: None is the default, 0 none); an answer it cut
+    (``stats["time_out"]``) is stored with that budget and carried only to lookups given no more time
+    (PERF: a warm lookup on a loaded machine replays it instead of being cut again, whole seconds each
+    time); a lookup with more time, or none, computes the whole answer and stores it over the cut one."""
     check_symbol(symbol)
     clock = Clock(time_budget(seconds))
     key = answer_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
     if key is not None:
-        got = load_answer(index, key)
+        got = load_answer(index, key, clock.seconds)
         if got is not None:
             return got
     result, installed = _resolve_where(index, symbol, at, report_exclude, budget, clock)
     if clock.out:
         Tracker.of(index).forget()  # values memoised past the deadline are cut short
-    elif key is not None:
-        store_answer(index, key, result, installed)
+    if key is not None:
+        store_answer(index, key, result, installed, cut=clock.seconds if clock.out else None)
     return result
 
 
