@@ -129,6 +129,23 @@ def test_an_answer_cut_by_the_time_budget_says_so_and_is_carried_only_as_cut(tmp
     assert short.stats["outcome"] == "carried" and short.call_sites == full.call_sites and not short.unresolved
 
 
+def test_files_before_one_that_would_overrun_the_time_budget_are_still_searched(tmp_path):
+    pkg = tmp_path / "blendpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kern.py").write_text("def blend(x):\n    return x\n")
+    (pkg / "small.py").write_text("from blendpkg.kern import blend\n\nblend(1)\n")
+    # 900 KB (under the 1 MB file size limit): at the cautious parse rate a lookup assumes before it has
+    # measured one (65 KB/s), 14 s of parsing, past an 8 s budget; the small file before it takes milliseconds.
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(900 * 1024 // 30))
+    (pkg / "zbig.py").write_text("from blendpkg.kern import blend\n\n" + body + "blend(2)\n")
+    res = where(Index(discover([str(tmp_path)]), jobs=1), "blend", budget=None, seconds=8)
+    assert [(c.path, c.line) for c in res.call_sites] == [("blendpkg/small.py", 3)]
+    # zbig.py is left by each search that would parse it (aliases, calls), and named so
+    assert {(u.path, u.reason.split(":")[0]) for u in res.unresolved} == {("blendpkg/zbig.py", "not searched (time budget)")}
+    assert res.stats["time_out"] is True
+
+
 def test_the_time_budget_comes_from_the_option_then_the_environment(monkeypatch):
     monkeypatch.setenv("CASTFIND_WHERE_TIME_BUDGET", "2.5")
     assert time_budget(None) == 2.5 and time_budget(7) == 7 and time_budget(0) is None

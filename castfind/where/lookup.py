@@ -282,7 +282,12 @@ class _Query:
                 size += len(self.index.data(files[i]))
                 i += 1
             # A parse cannot be stopped halfway: a batch that would end past the budget at the rate seen
-            # so far (a 350 KB file takes seconds on a loaded machine) is not started.
+            # so far (a 350 KB file takes seconds on a loaded machine) is not started; the files before
+            # the one that would overrun it are (files come smallest first: small ones would otherwise be
+            # left for a large one behind them).
+            while len(batch) > 1 and not self.clock.fits(size / self.rate()):
+                size -= len(self.index.data(batch.pop()))
+                i -= 1
             if self.clock.spent() or not self.clock.fits(size / self.rate()):
                 self.clock.stop()  # the answer is cut: from here on nothing more is parsed or resolved
                 left = files[i - len(batch):]
