@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -112,24 +114,28 @@ class _Load:
             self.proc.wait()
 
 
-def _where(name: str, roots: list[Path], cache: Path) -> tuple[float, int, int, bool]:
-    """(seconds, exit code, definitions found, cut: the time budget left something unsearched) for one
-    ``where`` process."""
+def _where(name: str, roots: list[Path], cache: Path) -> tuple[float, int, int, bool, float]:
+    """(seconds, exit code, definitions found, cut: the time budget left something unsearched or
+    unfollowed, CPU seconds) for one ``where`` process. The CPU time (user + system, the process and
+    its workers) is what the load of the machine changes least."""
     args = [sys.executable, "-m", "castfind", "where", name, "--json", "--cache-dir", str(cache),
             "--no-follow-installed"]
     for r in roots:
         args += ["--root", str(r)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     try:
         doc = json.loads(p.stdout)
         found = len(doc["definitions"])
-        cut = any("(time budget)" in u["reason"] for u in doc["unresolved"])
+        cut = any("time budget" in u["reason"] for u in doc["unresolved"])
     except (ValueError, KeyError, TypeError):
         found, cut = 0, False
-    return dt, p.returncode, found, cut
+    return dt, p.returncode, found, cut, cpu
 
 
 def main() -> None:
@@ -145,6 +151,7 @@ def main() -> None:
     if a.only in (None, "jax"):
         _fetch_optional(a.corpus, "jax")
     load = _Load(a.corpus / "sglang") if a.load else None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # killed: the scan beside it is stopped too
     try:
         _run(a, load)
     finally:
@@ -174,11 +181,13 @@ def _run(a: argparse.Namespace, load: _Load | None) -> None:
                 cold = _where(name, roots, Path(d))
                 warms = [_where(name, roots, Path(d)) for _ in range(max(1, a.warm))]
             warm = (statistics.median(w[0] for w in warms), warms[-1][1], warms[-1][2])
+            warm_cpu = statistics.median(w[4] for w in warms)
             rows.append({"codebase": base, "name": name, "cold_s": cold[0], "warm_s": warm[0],
                          "warm_runs_s": [w[0] for w in warms], "rc": warm[1], "definitions": warm[2],
-                         "cold_cut": cold[3]})
+                         "cold_cut": cold[3], "cold_cpu_s": cold[4], "warm_cpu_s": warm_cpu})
             print(f"{base:18} {name:60} cold {cold[0]:6.2f}s{' (cut)' if cold[3] else '      '}  "
-                  f"warm {warm[0]:5.2f}s (max {max(w[0] for w in warms):5.2f}s)  defs {warm[2]}", flush=True)
+                  f"warm {warm[0]:5.2f}s (max {max(w[0] for w in warms):5.2f}s, cpu {warm_cpu:4.2f}s)  "
+                  f"defs {warm[2]}", flush=True)
         mine = [r for r in rows if r["codebase"] == base]
         if mine:
             c = max(mine, key=lambda r: r["cold_s"])
@@ -190,10 +199,12 @@ def _run(a: argparse.Namespace, load: _Load | None) -> None:
                   f"{statistics.median(r['cold_s'] for r in mine):.2f}s, slowest warm {w['warm_s']:.2f}s "
                   f"({w['name']}), median warm {statistics.median(r['warm_s'] for r in mine):.2f}s, "
                   f"slowest warm run {max(runs):.2f}s, warm over 0.3 s: {over} of {len(mine)}, "
+                  f"warm CPU median {statistics.median(r['warm_cpu_s'] for r in mine):.2f}s max "
+                  f"{max(r['warm_cpu_s'] for r in mine):.2f}s, "
                   f"cold cut by the time budget: {sum(1 for r in mine if r['cold_cut'])}; "
                   f"not found: {missing or 'none'}")
-    if a.json:
-        a.json.write_text(json.dumps(rows, indent=1))
+        if a.json:  # after each codebase: a run stopped part way keeps what it measured
+            a.json.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
