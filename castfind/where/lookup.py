@@ -32,6 +32,7 @@ from castfind.where.answer import (
     answer_key,
     carried_answer,
     check_symbol,
+    cuts_before,
     load_answer,
     store_answer,
     time_budget,
@@ -541,9 +542,10 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     found where they were) is read back instead of resolved again (``stats["outcome"]``).
     ``budget``: :data:`DEFAULT_PARSE_BUDGET` (None: no limit). ``seconds``: the time budget
     (:func:`~castfind.where.answer.time_budget`: None is the default, 0 none); an answer it cut
-    (``stats["time_out"]``) is stored with that budget and carried only to lookups given no more time
-    (PERF: a warm lookup on a loaded machine replays it instead of being cut again, whole seconds each
-    time); a lookup with more time, or none, computes the whole answer and stores it over the cut one."""
+    (``stats["time_out"]``) is stored with that budget; cut twice in a row
+    (:data:`~castfind.where.answer.REPLAY_AFTER_CUTS`), it is carried to lookups given no more time (PERF: a
+    warm lookup on a loaded machine replays it instead of being cut again, whole seconds each time); a
+    lookup with more time, or none, computes the whole answer and stores it over the cut one."""
     check_symbol(symbol)
     clock = Clock(time_budget(seconds))
     key = answer_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
@@ -555,7 +557,8 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     if clock.out:
         Tracker.of(index).forget()  # values memoised past the deadline are cut short
     if key is not None:
-        store_answer(index, key, result, installed, cut=clock.seconds if clock.out else None)
+        cuts = cuts_before(index, key, clock.seconds) + 1 if clock.out else 0
+        store_answer(index, key, result, installed, cut=clock.seconds if clock.out else None, cuts=cuts)
     return result
 
 
