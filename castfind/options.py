@@ -103,7 +103,8 @@ WHERE: tuple[Option, ...] = (
     # castfind.where.answer.DEFAULT_TIME_BUDGET and TIME_BUDGET_ENV, in words (a test holds them equal).
     Option("time_budget", ("--time-budget",), float | None, None,
            "Stop parsing and resolving after this many seconds (default 6, or $CASTFIND_WHERE_TIME_BUDGET; "
-           "0: no limit); what is left is listed under unresolved and the answer is not cached.", metavar="SECONDS"),
+           "0: no limit); what is left is listed under unresolved; an answer cut twice in a row is cached for "
+           "lookups given no more time.", metavar="SECONDS"),
 )
 
 # --------------------------------------------------------------------------- scan

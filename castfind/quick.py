@@ -122,7 +122,7 @@ def _where(parsed: SimpleNamespace) -> Printed | None:
         index = Index.from_roots(roots or ["."], exclude=parsed.exclude, max_file_size=parsed.max_file_size,
                                  cache=cache, jobs=parsed.jobs or (os.cpu_count() or 1),
                                  follow_installed=parsed.follow_installed)
-        res = carried_answer(index, parsed.operands[0], report_exclude)
+        res = carried_answer(index, parsed.operands[0], report_exclude)  # the time budget: $CASTFIND_WHERE_TIME_BUDGET or the default
         if res is None or cache.notices:
             return None
         index.save()

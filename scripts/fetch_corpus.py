@@ -1,6 +1,10 @@
 """Fetch and unpack the real-code corpus: the sglang, flashinfer-python and transformers wheels, and a checkout.
 
-Usage: python scripts/fetch_corpus.py [DEST]   (default: .corpus/ next to this repo)
+Usage: python scripts/fetch_corpus.py [DEST] [--optional NAME ...]   (default: .corpus/ next to this repo)
+
+``--optional jax`` also fetches an optional part (:data:`OPTIONAL`: codebases only the benchmarks read,
+such as ``benchmarks/where_robustness.py``, which fetches them itself; ``make corpus`` and the test suite
+leave them out).
 
 Downloads with ``pip download --no-deps`` (never installs them), unpacks each wheel once into
 DEST/<name>/ and writes DEST/<name>/.complete when the unpack finished, so an interrupted run
@@ -36,14 +40,20 @@ WHEELS = {
     "flashinfer": "flashinfer-python==0.7.2.post1",
     "transformers": "transformers==4.57.1",
 }
+#: Optional parts, fetched only when named (``--optional``, :func:`fetch`'s ``wheels``): jax, a pure-Python
+#: wheel whose public modules re-export from ``jax._src`` (the fourth codebase of ``where_robustness``).
+OPTIONAL = {
+    "jax": "jax==0.10.2",
+}
 #: Wheels of which only the Python sources are unpacked (the rest is data castfind never reads).
-PY_ONLY = {"transformers"}
+PY_ONLY = {"transformers", "jax"}
 
 
-def fetch(dest: Path) -> dict[str, Path]:
+def fetch(dest: Path, wheels: dict[str, str] = WHEELS) -> dict[str, Path]:
+    """DEST/<name> for each of ``wheels`` (name → requirement), downloaded and unpacked when missing."""
     dest.mkdir(parents=True, exist_ok=True)
     roots: dict[str, Path] = {}
-    for name, req in WHEELS.items():
+    for name, req in wheels.items():
         root = dest / name
         if (root / ".complete").exists():
             roots[name] = root
@@ -153,9 +163,17 @@ def build_checkout(dest: Path, sglang_root: Path) -> Path:
 
 def main() -> None:
     here = Path(__file__).resolve().parent.parent
-    dest = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(os.environ.get("CASTFIND_CORPUS", here / ".corpus"))
+    args, optional = sys.argv[1:], []
+    while "--optional" in args:
+        i = args.index("--optional")
+        if i + 1 >= len(args) or args[i + 1] not in OPTIONAL:
+            raise SystemExit(f"fetch_corpus: --optional takes one of {', '.join(OPTIONAL)}")
+        optional.append(args[i + 1])
+        del args[i:i + 2]
+    dest = Path(args[0]) if args else Path(os.environ.get("CASTFIND_CORPUS", here / ".corpus"))
     roots = fetch(dest)
     roots["checkout"] = build_checkout(dest, roots["sglang"])
+    roots.update(fetch(dest, {name: OPTIONAL[name] for name in optional}))
     for name, root in roots.items():
         print(f"{name}\t{root}")
 

@@ -108,16 +108,45 @@ def test_a_public_alias_is_a_definition_with_its_target():
 
 # --------------------------------------------------------------------------- the time budget
 
-def test_an_answer_cut_by_the_time_budget_says_so_and_is_not_carried(tmp_path):
+def test_an_answer_cut_by_the_time_budget_says_so_and_is_carried_only_as_cut(tmp_path):
     cache = Cache(tmp_path / "cache")
     # A budget no lookup can meet: every search and resolution past the first clock reading stops.
     cut = where(_index(cache), "gemm_op", budget=None, seconds=1e-9)
     assert cut.stats["time_out"] is True
     assert cut.unresolved and all("time budget" in u.reason and "--time-budget 0" in u.reason for u in cut.unresolved)
+    # The first cut answer is computed once more (its facts cached, a second try may end in time); cut
+    # twice, it is replayed to a lookup given no more time, which would stop as soon: cut as it was.
+    second = where(_index(cache), "gemm_op", budget=None, seconds=1e-9)
+    assert second.stats["outcome"] == "computed" and second.stats["time_out"] is True
+    again = where(_index(cache), "gemm_op", budget=None, seconds=1e-9)
+    assert again.stats["outcome"] == "carried" and again.stats["time_out"] is True
+    assert (again.definitions, again.call_sites, again.unresolved) == (cut.definitions, cut.call_sites, cut.unresolved)
+    # More time, or none, is never answered by the cut answer.
+    assert where(_index(cache), "gemm_op", budget=None, seconds=2e-9).stats["outcome"] == "computed"
     full = where(_index(cache), "gemm_op", budget=None, seconds=0)
     assert full.stats["outcome"] == "computed" and full.stats["time_out"] is False
     assert [d.qualname for d in full.definitions] == ["strkern.ops.gemm"] and len(full.call_sites) == 1
     assert where(_index(cache), "gemm_op", budget=None, seconds=0).stats["outcome"] == "carried"
+    # The whole answer, stored over the cut one, stands for a lookup with any budget.
+    short = where(_index(cache), "gemm_op", budget=None, seconds=1e-9)
+    assert short.stats["outcome"] == "carried" and short.call_sites == full.call_sites and not short.unresolved
+
+
+def test_files_before_one_that_would_overrun_the_time_budget_are_still_searched(tmp_path):
+    pkg = tmp_path / "blendpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kern.py").write_text("def blend(x):\n    return x\n")
+    (pkg / "small.py").write_text("from blendpkg.kern import blend\n\nblend(1)\n")
+    # 900 KB (under the 1 MB file size limit): at the cautious parse rate a lookup assumes before it has
+    # measured one (65 KB/s), 14 s of parsing, past an 8 s budget; the small file before it takes milliseconds.
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(900 * 1024 // 30))
+    (pkg / "zbig.py").write_text("from blendpkg.kern import blend\n\n" + body + "blend(2)\n")
+    res = where(Index(discover([str(tmp_path)]), jobs=1), "blend", budget=None, seconds=8)
+    assert [(c.path, c.line) for c in res.call_sites] == [("blendpkg/small.py", 3)]
+    # zbig.py is left by each search that would parse it (aliases, calls), and named so
+    assert {(u.path, u.reason.split(":")[0]) for u in res.unresolved} == {("blendpkg/zbig.py", "not searched (time budget)")}
+    assert res.stats["time_out"] is True
 
 
 def test_the_time_budget_comes_from_the_option_then_the_environment(monkeypatch):

@@ -2,7 +2,12 @@
 
 A ``where`` is a pure function of the query, the files' bytes and which installed packages exist, so
 its answer is stored under the query's key with a digest of the tree it was computed on
-(:func:`castfind.store.memo.store_for_tree`). PERF: reading it back needs no resolver and no fact record:
+(:func:`castfind.store.memo.store_for_tree`). An answer the time budget cut is stored too, with the budget
+that cut it and how many lookups in a row it cut: the first cut answer is computed once more (the facts the
+first try parsed are cached, so the second often ends within the budget), and one cut
+:data:`REPLAY_AFTER_CUTS` times stands for a lookup allowed that many seconds or fewer (the same search
+would stop as soon), never for one with more time or none (``--time-budget 0``), which computes, and
+stores the whole answer over it. PERF: reading it back needs no resolver and no fact record:
 :mod:`castfind.quick` answers a warm ``where`` from this module alone, without importing
 :mod:`castfind.where.lookup` (the search) or :mod:`castfind.read.facts`.
 """
@@ -132,13 +137,16 @@ class WhereResult:
 
 
 def carried_answer(index: Index, symbol: str, report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE,
-                   at: tuple[str, int] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET) -> WhereResult | None:
+                   at: tuple[str, int] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET,
+                   seconds: float | None = None) -> WhereResult | None:
     """What :func:`where` answers when its answer is carried (None: it would resolve, or there is no
-    cache). Raises :class:`WhereError` for a malformed query."""
+    cache); ``seconds`` as :func:`where` takes it (:func:`time_budget`). Raises :class:`WhereError` for a
+    malformed query or time budget."""
     check_symbol(symbol)
+    clock = time_budget(seconds)
     if index.cache is None:
         return None
-    return load_answer(index, answer_key(index, symbol, at, report_exclude, budget))
+    return load_answer(index, answer_key(index, symbol, at, report_exclude, budget), clock)
 
 
 def check_symbol(symbol: str) -> None:
@@ -158,15 +166,39 @@ def answer_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exc
                                          os.getcwd() if at is not None else "", budget)
 
 
-def load_answer(index: Index, key: str) -> WhereResult | None:
-    """The stored answer, when the tree and the installed packages it looked for are as they were."""
+#: How many lookups in a row the time budget must cut before their cut answer is replayed (the first
+#: one is computed again: its facts cached, the second try may end within the budget).
+REPLAY_AFTER_CUTS = 2
+
+
+def cuts_before(index: Index, key: str, seconds: float | None) -> int:
+    """How many lookups in a row a budget of ``seconds`` or more cut, as stored under ``key`` for this
+    tree (0: none, or the stored answer is whole)."""
+    assert index.cache is not None
+    doc = carried.loads(index.cache.get_memo(key))
+    if doc is None or not _stands_for(doc.get("cut"), seconds) or not carried.same_tree(index, doc):
+        return 0
+    cuts = doc.get("cuts")
+    return cuts if isinstance(cuts, int) and doc.get("cut") is not None else 0
+
+
+def _stands_for(cut: Any, seconds: float | None) -> bool:
+    """Does an answer cut by a budget of ``cut`` seconds (None: whole) stand for a lookup given ``seconds``?"""
+    return cut is None or (isinstance(cut, float) and seconds is not None and seconds <= cut)
+
+
+def load_answer(index: Index, key: str, seconds: float | None) -> WhereResult | None:
+    """The stored answer, when the tree and the installed packages it looked for are as they were, and
+    it is whole or was cut :data:`REPLAY_AFTER_CUTS` times by a time budget of ``seconds`` (the lookup's:
+    None, none) or more."""
     assert index.cache is not None
     doc = carried.loads(index.cache.get_memo(key))
     if doc is None:
         return None
-    installed, plain = doc.get("installed"), doc.get("result")
-    if not (isinstance(installed, dict) and isinstance(plain, tuple)):
-        return None
+    installed, plain, cut, cuts = doc.get("installed"), doc.get("result"), doc.get("cut"), doc.get("cuts")
+    if not (isinstance(installed, dict) and isinstance(plain, tuple) and _stands_for(cut, seconds)
+            and (cut is None or (isinstance(cuts, int) and cuts >= REPLAY_AFTER_CUTS))):
+        return None  # a cut answer does not stand for a lookup given more time than the one that cut it
     modules = Modules(index)
     if any(modules.add_installed(top) != found for top, found in installed.items()):
         return None  # a package was installed or removed since: resolve again
@@ -182,11 +214,13 @@ def load_answer(index: Index, key: str) -> WhereResult | None:
     return replace(result, diagnostics=diags, stats=stats)
 
 
-def store_answer(index: Index, key: str, result: WhereResult, installed: dict[str, bool]) -> None:
+def store_answer(index: Index, key: str, result: WhereResult, installed: dict[str, bool],
+                 cut: float | None = None, cuts: int = 0) -> None:
     """Store ``result`` under ``key`` for this tree, with the installed packages it looked for (``installed``:
-    top-level name → found), read back by :func:`load_answer`."""
+    top-level name → found), read back by :func:`load_answer`; ``cut``: the time budget (seconds) that cut
+    it, None for a whole answer; ``cuts``: how many lookups in a row it cut, this one included."""
     carried.store_for_tree(index, key, {
-        "installed": installed,
+        "installed": installed, "cut": None if cut is None else float(cut), "cuts": cuts,
         "result": _to_plain(replace(result, diagnostics=tuple(d for d in result.diagnostics if d.kind != "cache")))})
 
 

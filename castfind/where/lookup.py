@@ -32,6 +32,7 @@ from castfind.where.answer import (
     answer_key,
     carried_answer,
     check_symbol,
+    cuts_before,
     load_answer,
     store_answer,
     time_budget,
@@ -282,7 +283,12 @@ class _Query:
                 size += len(self.index.data(files[i]))
                 i += 1
             # A parse cannot be stopped halfway: a batch that would end past the budget at the rate seen
-            # so far (a 350 KB file takes seconds on a loaded machine) is not started.
+            # so far (a 350 KB file takes seconds on a loaded machine) is not started; the files before
+            # the one that would overrun it are (files come smallest first: small ones would otherwise be
+            # left for a large one behind them).
+            while len(batch) > 1 and not self.clock.fits(size / self.rate()):
+                size -= len(self.index.data(batch.pop()))
+                i -= 1
             if self.clock.spent() or not self.clock.fits(size / self.rate()):
                 self.clock.stop()  # the answer is cut: from here on nothing more is parsed or resolved
                 left = files[i - len(batch):]
@@ -535,20 +541,24 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     query on the same tree (every file's content key, and the installed packages it looked for
     found where they were) is read back instead of resolved again (``stats["outcome"]``).
     ``budget``: :data:`DEFAULT_PARSE_BUDGET` (None: no limit). ``seconds``: the time budget
-    (:func:`~castfind.where.answer.time_budget`: None is the default, 0 none); an answer it cut is
-    not stored (``stats["time_out"]``), and the next lookup computes the whole answer again."""
+    (:func:`~castfind.where.answer.time_budget`: None is the default, 0 none); an answer it cut
+    (``stats["time_out"]``) is stored with that budget; cut twice in a row
+    (:data:`~castfind.where.answer.REPLAY_AFTER_CUTS`), it is carried to lookups given no more time (PERF: a
+    warm lookup on a loaded machine replays it instead of being cut again, whole seconds each time); a
+    lookup with more time, or none, computes the whole answer and stores it over the cut one."""
     check_symbol(symbol)
     clock = Clock(time_budget(seconds))
     key = answer_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
     if key is not None:
-        got = load_answer(index, key)
+        got = load_answer(index, key, clock.seconds)
         if got is not None:
             return got
     result, installed = _resolve_where(index, symbol, at, report_exclude, budget, clock)
     if clock.out:
         Tracker.of(index).forget()  # values memoised past the deadline are cut short
-    elif key is not None:
-        store_answer(index, key, result, installed)
+    if key is not None:
+        cuts = cuts_before(index, key, clock.seconds) + 1 if clock.out else 0
+        store_answer(index, key, result, installed, cut=clock.seconds if clock.out else None, cuts=cuts)
     return result
 
 
