@@ -12,7 +12,7 @@ from castfind.pipeline import ScanRun, open_index
 from castfind.where.lookup import DEFAULT_PARSE_BUDGET, WhereResult
 from castfind.where.lookup import where as _where
 
-__all__ = ["ScanRun", "open_index", "scan", "where"]
+__all__ = ["ScanRun", "Session", "open_index", "scan", "where"]
 
 
 def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
@@ -67,6 +67,40 @@ def carried_scan(request: pipeline.ScanRequest) -> ScanRun | None:
             scan_plan.index.cache.close()
         return None
     return _scan(scan_plan)
+
+
+class Session:
+    """Scans kept warm in one process (the language server): each :meth:`scan` starts from the last one's index
+    and carried results (:class:`~castfind.pipeline.Warm`) when the configuration and roots are the same, so a
+    scan after an edit reads, decodes and recomputes only what the edit changed. Its answers are
+    :func:`scan`'s; what a scan carries is written to the cache by :meth:`persist`, which the caller runs when
+    no answer waits on it (the language server: after publishing the diagnostics). Not thread-safe: one scan
+    or persist at a time."""
+
+    def __init__(self) -> None:
+        self._warm: pipeline.Warm | None = None
+        self._unsaved: tuple[pipeline.ScanPlan, pipeline.RunOutput] | None = None
+
+    def scan(self, request: pipeline.ScanRequest) -> ScanRun:
+        """:func:`scan` of ``request``, warm; raises what it raises (then the next scan starts cold)."""
+        warm, self._warm = self._warm, None
+        self.persist()  # the last run's carried results, if the caller did not write them
+        scan_plan = pipeline.plan(request, warm)
+        del warm  # PERF: the last index's bytes and facts are the new one's now; the rest can go
+        with survivors_frozen():  # PERF: full collections walk only what is new (castfind.core.heap)
+            out = pipeline.run(scan_plan)
+            self._unsaved = (scan_plan, out)
+            at_ref = scan_plan.baseline_commit and not (scan_plan.request.explain or scan_plan.request.stops)
+            known = pipeline.findings_at_ref(scan_plan) if at_ref else None
+            got = pipeline.post(scan_plan, out, known)
+        self._warm = pipeline.Warm.of(scan_plan)
+        return got
+
+    def persist(self) -> None:
+        """Write what the last scan carries (its stat and tree indexes, its steps; :func:`pipeline.save_memo`)."""
+        unsaved, self._unsaved = self._unsaved, None
+        if unsaved is not None:
+            pipeline.save_memo(*unsaved)
 
 
 def _scan(scan_plan: pipeline.ScanPlan) -> ScanRun:

@@ -189,11 +189,14 @@ def _error_diagnostic(line: int, message: str) -> lsp.Diagnostic:
 
 
 def analyse(folder: Folder, file: str, lines: Sequence[str], cache_dir: str | None,
-            progress: Callable[[int, int], None] | None = None) -> Analysis:
-    """Scan ``folder``'s roots and report on ``file`` (never raises for bad input: it becomes the answer)."""
+            progress: Callable[[int, int], None] | None = None, session: api.Session | None = None) -> Analysis:
+    """Scan ``folder``'s roots and report on ``file`` (never raises for bad input: it becomes the answer).
+    ``session``: the folder's warm scans (:class:`castfind.api.Session`; the caller persists them), else a
+    scan of its own, as ``castfind scan --only FILE`` runs it."""
     uri = from_fs_path(file) or file
+    request = folder.request(file, cache_dir, progress)
     try:
-        run = api.scan(folder.request(file, cache_dir, progress))
+        run = session.scan(request) if session is not None else api.scan(request)
     except RuleError as exc:
         rule_uri = from_fs_path(os.path.abspath(exc.path)) or exc.path
         return Analysis(logged=(f"castfind: {exc}; fix the rule file, then save again",), failed=True,
@@ -238,6 +241,8 @@ class CastfindServer(LanguageServer):
         self.generation: dict[str, int] = {}
         self.elsewhere: set[str] = set()  # rule files with a diagnostic published, cleared by the next good scan
         self.builds: dict[str, asyncio.Task[None]] = {}  # folder → its first index build
+        #: folder → its scans, kept warm in this process (the index and carried results stay in memory).
+        self.sessions: dict[str, api.Session] = {}
         self.lock = asyncio.Lock()
 
     def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Warning) -> None:
@@ -254,6 +259,10 @@ class CastfindServer(LanguageServer):
 
     def folder_of(self, file: str) -> Folder | None:
         return next((f for f in self.folders if f.holds(file)), None)
+
+    def session(self, folder: Folder) -> api.Session:
+        """``folder``'s warm scans (a folder whose roots changed starts cold: the session checks the roots)."""
+        return self.sessions.setdefault(folder.path, api.Session())
 
     def built(self, folder: Folder) -> asyncio.Task[None]:
         """The first index build of ``folder`` (started on first need, run once)."""
@@ -282,7 +291,10 @@ class CastfindServer(LanguageServer):
             request = pipeline.ScanRequest(
                 paths=folder.roots, rules=tuple(str(r) for r in folder.config.rules), exclude=folder.config.exclude,
                 entry_points=folder.config.entry_points, index=pipeline.IndexOptions(cache_dir=self.cache_dir, progress=report))
-            return api.scan(request)
+            session = self.session(folder)
+            got = session.scan(request)
+            session.persist()
+            return got
 
         try:
             async with self.lock:
@@ -314,10 +326,20 @@ class CastfindServer(LanguageServer):
             if self.generation.get(uri) != generation:
                 return  # a newer save of the same file: that one publishes
             lines = self.workspace.get_text_document(uri).lines
+            session = self.session(folder)
             try:
-                answer = await asyncio.to_thread(analyse, folder, file, list(lines), self.cache_dir)
+                answer = await asyncio.to_thread(analyse, folder, file, list(lines), self.cache_dir, None, session)
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
                 answer = Analysis(logged=(internal(file, exc),), failed=True)
+            self.publish(uri, generation, answer)
+            try:  # after publishing: no one waits on the carried results being written
+                await asyncio.to_thread(session.persist)
+            except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
+                self.log(internal(f"saving the carried results of {folder.path}", exc), lsp.MessageType.Error)
+
+    def publish(self, uri: str, generation: int, answer: Analysis) -> None:
+        """Publish ``answer`` (the diagnostics of ``uri`` unless a newer refresh of it came since, and those of
+        the rule files it names)."""
         for message in answer.logged:
             self.log(message)
         for other, diags in answer.elsewhere.items():
