@@ -44,7 +44,7 @@ from castfind.store.discover import DiscoveryError, Package, check_root, package
 from castfind.store.gitref import RootAtRef
 from castfind.store.index import Index, ProgressFn
 from castfind.store.textquery import Predicates
-from castfind.store.words import Words
+from castfind.store.words import Words, carry_postings
 
 if TYPE_CHECKING:
     from castfind.analysis.checker import Explanation, StopTable
@@ -321,6 +321,7 @@ def plan(request: ScanRequest, warm: Warm | None = None) -> ScanPlan:
             warm = None
         if warm is not None:
             index.adopt(warm.index)
+            carry_postings(index, warm.index)
         if _whole_outcome(request, opts):
             carried_out = _carried_outcome(index, _outcome_key(memo_key))
         if carried_out is None and warm is not None:

@@ -366,7 +366,7 @@ class CastfindServer(LanguageServer):
         async with self.lock:
             try:
                 found, problem = await asyncio.to_thread(definitions, folder, symbol, os.path.abspath(file),
-                                                         position.line + 1, self.cache_dir)
+                                                         position.line + 1, self.cache_dir, self.session(folder))
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
                 found, problem = [], internal(f"definition of {symbol}", exc)
         if problem:
@@ -374,12 +374,14 @@ class CastfindServer(LanguageServer):
         return found
 
 
-def definitions(folder: Folder, symbol: str, file: str, line: int,
-                cache_dir: str | None) -> tuple[list[lsp.Location], str | None]:
+def definitions(folder: Folder, symbol: str, file: str, line: int, cache_dir: str | None,
+                session: api.Session | None = None) -> tuple[list[lsp.Location], str | None]:
     """Where ``symbol`` as used at ``file:line`` is defined (the chain's final definitions; resolved ones first,
-    a dynamic receiver's candidates only when nothing resolved), and the problem that stopped the lookup, if any."""
+    a dynamic receiver's candidates only when nothing resolved), and the problem that stopped the lookup, if any.
+    ``session``: the folder's warm state (:meth:`castfind.api.Session.where`)."""
+    lookup = session.where if session is not None else api.where
     try:
-        res = api.where(symbol, list(folder.roots), (file, line), exclude=folder.config.exclude, cache_dir=cache_dir)
+        res = lookup(symbol, list(folder.roots), (file, line), exclude=folder.config.exclude, cache_dir=cache_dir)
     except (WhereError, ConfigError, DiscoveryError, OSError) as exc:
         return [], f"castfind: definition of {symbol}: {exc}"
     found = [d for d in res.definitions if not d.dynamic] or list(res.definitions)

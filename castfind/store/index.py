@@ -179,6 +179,10 @@ class Index:
             taken += 1
         return taken
 
+    def holds_data(self, path: str) -> bool:
+        """Are the bytes of the file at ``path`` (absolute) in memory (:meth:`data` would not read the disk)?"""
+        return path in self._data
+
     # -- files ----------------------------------------------------------------------------------
     def add_files(self, files: Iterable[SourceFile]) -> None:
         """Files found after discovery (an installed package); a known path is kept as it is."""
