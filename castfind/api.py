@@ -78,13 +78,14 @@ class Session:
     """Scans kept warm in one process (the language server): each :meth:`scan` starts from the last one's index
     and carried results (:class:`~castfind.pipeline.Warm`) when the configuration and roots are the same, so a
     scan after an edit reads, decodes and recomputes only what the edit changed. Its answers are
-    :func:`scan`'s; what a scan carries is written to the cache by :meth:`persist`, which the caller runs when
-    no answer waits on it (the language server: after publishing the diagnostics). Not thread-safe: one scan
-    or persist at a time."""
+    :func:`scan`'s; what the scans carry is written to the cache by :meth:`persist`, which the caller runs when
+    no answer waits on it (the language server: once no save came for a while, and at shutdown); a scan before
+    it carries the last one's unwritten results on. Not thread-safe: one scan or persist at a time."""
 
     #: How long the index one :meth:`where` discovered answers the next lookups without discovering the roots
-    #: again (a scan, a save in the editor, ends it at once).
-    WHERE_FRESH_S = 5.0
+    #: again (a scan, that is a save in the editor, ends it at once): a file changed outside the editor is seen
+    #: by a lookup at most this long after the lookup that last discovered them.
+    WHERE_FRESH_S = 10.0
 
     def __init__(self) -> None:
         self._warm: pipeline.Warm | None = None
@@ -96,7 +97,8 @@ class Session:
               seconds: float | None = None, **index_options: Any) -> WhereResult:
         """:func:`where`, on the index the last lookup discovered when it is younger than :attr:`WHERE_FRESH_S`
         and no scan ran since (PERF: discovering the roots is most of a warm lookup: 8,000 stats on both
-        wheels); its answers are :func:`where`'s on the tree as it was then."""
+        wheels); its answers are :func:`where`'s on the tree as it was then. It touches nothing :meth:`scan` and
+        :meth:`persist` use but the cache (SQLite, safe across connections): it may run beside them."""
         index_options.setdefault("follow_installed", True)
         key = (tuple(roots), sorted(index_options.items(), key=lambda kv: kv[0]))
         kept = self._where
@@ -107,9 +109,13 @@ class Session:
     def scan(self, request: pipeline.ScanRequest) -> ScanRun:
         """:func:`scan` of ``request``, warm; raises what it raises (then the next scan starts cold)."""
         warm, self._warm, self._where = self._warm, None, None
-        self.persist()  # the last run's carried results, if the caller did not write them
+        # PERF: the last run's carried results are not written first: this run starts from them in memory, and
+        # its own (a superset) are written by the next persist.
+        unsaved, self._unsaved = self._unsaved, None
         scan_plan = pipeline.plan(request, warm)
-        del warm  # PERF: the last index's bytes and facts are the new one's now; the rest can go
+        if unsaved is not None and unsaved[0].memo is not None and unsaved[0].memo.dirty and scan_plan.memo is not None:
+            scan_plan.memo.dirty = True  # what the last run added is still to be written
+        del warm, unsaved  # PERF: the last index's bytes and facts are the new one's now; the rest can go
         with survivors_frozen():  # PERF: full collections walk only what is new (castfind.core.heap)
             out = pipeline.run(scan_plan)
             self._unsaved = (scan_plan, out)
@@ -118,6 +124,11 @@ class Session:
             got = pipeline.post(scan_plan, out, known)
         self._warm = pipeline.Warm.of(scan_plan)
         return got
+
+    @property
+    def index(self) -> pipeline.Index | None:
+        """The last scan's index (the next scan takes it over), or None when it left nothing warm."""
+        return self._warm.index if self._warm is not None else None
 
     def persist(self) -> None:
         """Write what the last scan carries (its stat and tree indexes, its steps; :func:`pipeline.save_memo`)."""

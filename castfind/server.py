@@ -44,6 +44,7 @@ from castfind.core.rules import UNUSED_SUPPRESSION, RuleError
 from castfind.core.types import Finding
 from castfind.report.text import format_cost
 from castfind.store.discover import DiscoveryError
+from castfind.store.index import Index
 from castfind.where.answer import WhereError
 
 __all__ = ["Analysis", "CastfindServer", "Folder", "analyse", "build_server", "definitions", "hover_text", "ignore_edit",
@@ -52,6 +53,8 @@ __all__ = ["Analysis", "CastfindServer", "Folder", "analyse", "build_server", "d
 _SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
              "info": lsp.DiagnosticSeverity.Information}
 _SOURCE = "castfind"
+#: Seconds without a scan before the carried results of the last ones are written to the cache.
+PERSIST_IDLE_S = 2.0
 #: A dotted name as Python spells it (PEP 3131 identifiers).
 _DOTTED = re.compile(r"[^\W\d]\w*(?:\s*\.\s*[^\W\d]\w*)*")
 #: An ignore comment already on the line, as :mod:`castfind.analysis.findings` reads it.
@@ -210,13 +213,20 @@ def analyse(folder: Folder, file: str, lines: Sequence[str], cache_dir: str | No
     # PERF: a file the scan parsed (it has findings, or its problem is among the scan's diagnostics) is not
     # looked at again; only a file the scan had no reason to parse is asked for its facts.
     if not mine and not problems:
-        problems = parse_errors(folder, file, cache_dir)
+        problems = parse_errors(folder, file, cache_dir, session.index if session is not None else None)
     diags += [_error_diagnostic(line, message) for line, message in problems]
     return Analysis(mine, tuple(diags))
 
 
-def parse_errors(folder: Folder, file: str, cache_dir: str | None) -> list[tuple[int, str]]:
-    """Why castfind cannot analyse ``file`` (its facts' error: a syntax error, too deep), as (line, message)."""
+def parse_errors(folder: Folder, file: str, cache_dir: str | None,
+                 warm: Index | None = None) -> list[tuple[int, str]]:
+    """Why castfind cannot analyse ``file`` (its facts' error: a syntax error, too deep), as (line, message).
+    ``warm``: the index the scan just used (:attr:`castfind.api.Session.index`; its session saves it), else one of
+    its own."""
+    if warm is not None:
+        sf = warm.file_for_path(file)
+        error = warm.facts_of(sf).error if sf is not None else None
+        return [(error[0], f"castfind cannot analyse this file: {error[1]}")] if error else []
     index = api.open_index(list(folder.roots), exclude=folder.config.exclude, cache_dir=cache_dir, jobs=1)
     try:
         sf = index.file_for_path(file)
@@ -243,7 +253,10 @@ class CastfindServer(LanguageServer):
         self.builds: dict[str, asyncio.Task[None]] = {}  # folder → its first index build
         #: folder → its scans, kept warm in this process (the index and carried results stay in memory).
         self.sessions: dict[str, api.Session] = {}
-        self.lock = asyncio.Lock()
+        self.quiet = 0  # scans so far: a persist waits for no newer one (persist_later)
+        self.pending: set[asyncio.Task[None]] = set()
+        self.lock = asyncio.Lock()  # scans and persists, one at a time
+        self.where_lock = asyncio.Lock()  # definitions, one at a time
 
     def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Warning) -> None:
         self.window_log_message(lsp.LogMessageParams(kind, message))
@@ -332,10 +345,30 @@ class CastfindServer(LanguageServer):
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
                 answer = Analysis(logged=(internal(file, exc),), failed=True)
             self.publish(uri, generation, answer)
-            try:  # after publishing: no one waits on the carried results being written
-                await asyncio.to_thread(session.persist)
-            except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
-                self.log(internal(f"saving the carried results of {folder.path}", exc), lsp.MessageType.Error)
+        self.persist_later(folder, session)
+
+    def persist_later(self, folder: Folder, session: api.Session) -> None:
+        """Write what ``session`` carries once no scan came for :data:`PERSIST_IDLE_S` seconds (PERF: not between
+        a save and the next one's diagnostics; the next scan starts from it in memory anyway)."""
+        self.quiet += 1
+        mark = self.quiet
+
+        async def later() -> None:
+            await asyncio.sleep(PERSIST_IDLE_S)
+            if self.quiet != mark:
+                return  # a newer scan: its own persist_later writes both
+            async with self.lock:
+                await self.persist(folder, session)
+
+        self.pending.add(task := asyncio.ensure_future(later()))
+        task.add_done_callback(self.pending.discard)
+
+    async def persist(self, folder: Folder, session: api.Session) -> None:
+        """Write what ``session`` carries now (a failure is logged; the server goes on)."""
+        try:
+            await asyncio.to_thread(session.persist)
+        except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
+            self.log(internal(f"saving the carried results of {folder.path}", exc), lsp.MessageType.Error)
 
     def publish(self, uri: str, generation: int, answer: Analysis) -> None:
         """Publish ``answer`` (the diagnostics of ``uri`` unless a newer refresh of it came since, and those of
@@ -363,7 +396,7 @@ class CastfindServer(LanguageServer):
         symbol = name_at(lines[position.line], position.character)
         if symbol is None:
             return []
-        async with self.lock:
+        async with self.where_lock:  # not behind a scan's or persist's lock: a lookup uses an index of its own
             try:
                 found, problem = await asyncio.to_thread(definitions, folder, symbol, os.path.abspath(file),
                                                          position.line + 1, self.cache_dir, self.session(folder))
@@ -423,6 +456,13 @@ def build_server(cache_dir: str | None = None) -> CastfindServer:
         gone = {to_fs_path(f.uri) for f in params.event.removed}
         kept = [f.path for f in ls.folders if f.path not in gone]
         ls.set_folders(kept + [p for p in (to_fs_path(f.uri) for f in params.event.added) if p])
+
+    @server.feature(lsp.SHUTDOWN)
+    async def shutdown(ls: CastfindServer, params: None) -> None:
+        async with ls.lock:  # what the last scans carry, for the next server's first save
+            for path, session in ls.sessions.items():
+                folder = next((f for f in ls.folders if f.path == path), None)
+                await ls.persist(folder or Folder(path, (path,)), session)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: CastfindServer, params: lsp.DidOpenTextDocumentParams) -> None:
