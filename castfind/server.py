@@ -307,6 +307,9 @@ class CastfindServer(LanguageServer):
             session = self.session(folder)
             got = session.scan(request)
             session.persist()
+            # PERF: a save re-extracts its file in this process (one file: no worker); libcst and the extractor
+            # are imported now, not on the first save (half a second).
+            import castfind.read.extract  # noqa: F401
             return got
 
         try:
