@@ -83,8 +83,8 @@ class Session:
     it carries the last one's unwritten results on. Not thread-safe: one scan or persist at a time."""
 
     #: How long the index one :meth:`where` discovered answers the next lookups without discovering the roots
-    #: again (a scan, that is a save in the editor, ends it at once): a file changed outside the editor is seen
-    #: by a lookup at most this long after the lookup that last discovered them.
+    #: again (a scan that finds a file changed, after a save in the editor, ends it at once): a file changed
+    #: outside the editor is seen by a lookup at most this long after the lookup that last discovered them.
     WHERE_FRESH_S = 10.0
 
     def __init__(self) -> None:
@@ -96,7 +96,7 @@ class Session:
               report_exclude: tuple[str, ...] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET,
               seconds: float | None = None, **index_options: Any) -> WhereResult:
         """:func:`where`, on the index the last lookup discovered when it is younger than :attr:`WHERE_FRESH_S`
-        and no scan ran since (PERF: discovering the roots is most of a warm lookup: 8,000 stats on both
+        and no scan since found a changed file (PERF: discovering the roots is most of a warm lookup: 8,000 stats on both
         wheels); its answers are :func:`where`'s on the tree as it was then. It touches nothing :meth:`scan` and
         :meth:`persist` use but the cache (SQLite, safe across connections): it may run beside them."""
         index_options.setdefault("follow_installed", True)
@@ -108,11 +108,13 @@ class Session:
 
     def scan(self, request: pipeline.ScanRequest) -> ScanRun:
         """:func:`scan` of ``request``, warm; raises what it raises (then the next scan starts cold)."""
-        warm, self._warm, self._where = self._warm, None, None
+        warm, self._warm = self._warm, None
         # PERF: the last run's carried results are not written first: this run starts from them in memory, and
         # its own (a superset) are written by the next persist.
         unsaved, self._unsaved = self._unsaved, None
         scan_plan = pipeline.plan(request, warm)
+        if scan_plan.memo is None or scan_plan.memo.invalid:
+            self._where = None  # the files changed since the lookup index was discovered (or nothing says not)
         if unsaved is not None and unsaved[0].memo is not None and unsaved[0].memo.dirty and scan_plan.memo is not None:
             scan_plan.memo.dirty = True  # what the last run added is still to be written
         del warm, unsaved  # PERF: the last index's bytes and facts are the new one's now; the rest can go

@@ -253,7 +253,7 @@ class CastfindServer(LanguageServer):
         self.builds: dict[str, asyncio.Task[None]] = {}  # folder → its first index build
         #: folder → its scans, kept warm in this process (the index and carried results stay in memory).
         self.sessions: dict[str, api.Session] = {}
-        self.quiet = 0  # scans so far: a persist waits for no newer one (persist_later)
+        self.quiet = 0  # refreshes so far: a persist waits until none came for a while (persist_later)
         self.pending: set[asyncio.Task[None]] = set()
         self.lock = asyncio.Lock()  # scans and persists, one at a time
         self.where_lock = asyncio.Lock()  # definitions, one at a time
@@ -326,6 +326,7 @@ class CastfindServer(LanguageServer):
     async def refresh(self, uri: str) -> None:
         """Scan and publish the diagnostics of ``uri``, unless a newer refresh of it came first."""
         generation = self.generation[uri] = self.generation.get(uri, 0) + 1
+        self.quiet += 1  # a persist waiting for quiet waits for this refresh too
         file = to_fs_path(uri)
         if file is None:
             return
@@ -353,15 +354,15 @@ class CastfindServer(LanguageServer):
     def persist_later(self, folder: Folder, session: api.Session) -> None:
         """Write what ``session`` carries once no scan came for :data:`PERSIST_IDLE_S` seconds (PERF: not between
         a save and the next one's diagnostics; the next scan starts from it in memory anyway)."""
-        self.quiet += 1
         mark = self.quiet
 
         async def later() -> None:
             await asyncio.sleep(PERSIST_IDLE_S)
             if self.quiet != mark:
-                return  # a newer scan: its own persist_later writes both
+                return  # a newer refresh: its own persist_later writes both
             async with self.lock:
-                await self.persist(folder, session)
+                if self.quiet == mark:  # none came while the lock was taken
+                    await self.persist(folder, session)
 
         self.pending.add(task := asyncio.ensure_future(later()))
         task.add_done_callback(self.pending.discard)

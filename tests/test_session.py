@@ -121,9 +121,18 @@ def test_a_session_lookup_reuses_its_index_until_a_scan_or_the_freshness_window(
     b = session.where(name, roots, cache_dir=str(tmp_path / "c"))
     assert len(opened) == 1 and a.definitions == b.definitions
     assert a.definitions == fresh
-    session.scan(api.pipeline.ScanRequest(paths=(str(tree),), index=api.pipeline.IndexOptions(cache_dir=str(tmp_path / "c"), jobs=1)))
+    request = api.pipeline.ScanRequest(paths=(str(tree),), index=api.pipeline.IndexOptions(cache_dir=str(tmp_path / "c"), jobs=1))
+    session.scan(request)
     session.where(name, roots, cache_dir=str(tmp_path / "c"))
-    assert len(opened) == 2  # after a scan, a lookup discovers again
+    assert len(opened) == 2  # after a scan that read the files anew, a lookup discovers again
+    session.scan(request)
+    session.where(name, roots, cache_dir=str(tmp_path / "c"))
+    assert len(opened) == 2  # a scan that found nothing changed keeps the lookup's index
+    edited = next(p for p in _py(tree) if "forward_decode" in p.read_text())
+    _later(edited, edited.read_text().replace("forward_decode", "forward_step"))
+    session.scan(request)
+    after = session.where(name, roots, cache_dir=str(tmp_path / "c"))
+    assert len(opened) == 3 and after.definitions != fresh  # the edit is seen
     monkeypatch.setattr(Session, "WHERE_FRESH_S", 0.0)
     session.where(name, roots, cache_dir=str(tmp_path / "c"))
-    assert len(opened) == 3
+    assert len(opened) == 4
