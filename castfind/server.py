@@ -40,6 +40,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from castfind import __version__, api, pipeline
 from castfind.core.config import Config, ConfigError, discover_config
 from castfind.core.crash import debug
+from castfind.core.heap import settle
 from castfind.core.rules import UNUSED_SUPPRESSION, RuleError
 from castfind.core.types import Finding
 from castfind.report.text import format_cost
@@ -307,6 +308,7 @@ class CastfindServer(LanguageServer):
             session = self.session(folder)
             got = session.scan(request)
             session.persist()
+            settle()  # PERF: the warm state out of the collector's walks (castfind.core.heap)
             # PERF: a save re-extracts its file in this process (one file: no worker); libcst and the extractor
             # are imported now, not on the first save (half a second).
             import castfind.read.extract  # noqa: F401
@@ -373,6 +375,7 @@ class CastfindServer(LanguageServer):
             await asyncio.to_thread(session.persist)
         except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
             self.log(internal(f"saving the carried results of {folder.path}", exc), lsp.MessageType.Error)
+        await asyncio.to_thread(settle)  # PERF: the warm state out of the collector's walks (castfind.core.heap)
 
     def publish(self, uri: str, generation: int, answer: Analysis) -> None:
         """Publish ``answer`` (the diagnostics of ``uri`` unless a newer refresh of it came since, and those of

@@ -9,6 +9,10 @@ a collection walks only what is new since the last one (189 collections, 2.8 s, 
 900 MB against 920). On exit ``gc.unfreeze`` hands the frozen objects back to the collector, so cyclic
 garbage left during the run is reclaimed afterwards; acyclic objects are freed by reference counting as
 ever. A process that froze objects itself (``gc.freeze`` before a fork) is left alone: nothing is done.
+
+A long-lived process (the language server) keeps millions of objects warm between requests; unfrozen, a full
+collection during a request walks them all (a third of a second on both wheels, every few go-to-definitions).
+:func:`settle`, called when it is idle, collects everything once and freezes what survives.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["survivors_frozen"]
+__all__ = ["settle", "survivors_frozen"]
 
 _lock = threading.Lock()
 _depth = 0  # nested or concurrent runs inside survivors_frozen (only the outermost one engages)
@@ -49,3 +53,16 @@ def survivors_frozen() -> Iterator[None]:
                 gc.callbacks.remove(_freeze_survivors)
                 _engaged = False
                 gc.unfreeze()
+
+
+def settle() -> None:
+    """Collect all garbage now and freeze what survives, so that collections until the next call walk only what
+    is new: for a long-lived process between requests (the language server, once its saves pause). Unfreezes
+    first, so cyclic garbage among what an earlier call froze is reclaimed; does nothing while a scan is inside
+    :func:`survivors_frozen` (its own freezing goes on)."""
+    with _lock:
+        if _depth:
+            return
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
