@@ -254,8 +254,9 @@ class CastfindServer(LanguageServer):
         self.builds: dict[str, asyncio.Task[None]] = {}  # folder → its first index build
         #: folder → its scans, kept warm in this process (the index and carried results stay in memory).
         self.sessions: dict[str, api.Session] = {}
-        self.quiet = 0  # refreshes so far: a persist waits until none came for a while (persist_later)
+        self.quiet = 0  # requests begun so far: a persist waits until none came for a while (idle)
         self.pending: set[asyncio.Task[None]] = set()
+        self.unsaved: dict[str, tuple[Folder, api.Session]] = {}  # folder → its session, not yet persisted
         self.lock = asyncio.Lock()  # scans and persists, one at a time
         self.where_lock = asyncio.Lock()  # definitions, one at a time
 
@@ -354,17 +355,29 @@ class CastfindServer(LanguageServer):
         self.persist_later(folder, session)
 
     def persist_later(self, folder: Folder, session: api.Session) -> None:
-        """Write what ``session`` carries once no scan came for :data:`PERSIST_IDLE_S` seconds (PERF: not between
-        a save and the next one's diagnostics; the next scan starts from it in memory anyway)."""
+        """Write what ``session`` carries once no request came for :data:`PERSIST_IDLE_S` seconds (PERF: not
+        between a save and the next one's diagnostics, nor beside a definition; the next scan starts from it in
+        memory anyway)."""
+        self.unsaved[folder.path] = (folder, session)
+        self.idle()
+
+    def idle(self) -> None:
+        """A request ended: when none comes for :data:`PERSIST_IDLE_S` seconds, write what the sessions carry."""
+        if not self.unsaved:
+            return
         mark = self.quiet
 
         async def later() -> None:
             await asyncio.sleep(PERSIST_IDLE_S)
             if self.quiet != mark:
-                return  # a newer refresh: its own persist_later writes both
+                return  # a newer request: it starts the wait again when it ends
             async with self.lock:
-                if self.quiet == mark:  # none came while the lock was taken
+                if self.quiet != mark:
+                    return
+                unsaved, self.unsaved = self.unsaved, {}
+                for folder, session in unsaved.values():
                     await self.persist(folder, session)
+                await asyncio.to_thread(settle)  # PERF: the warm state out of the collector's walks (castfind.core.heap)
 
         self.pending.add(task := asyncio.ensure_future(later()))
         task.add_done_callback(self.pending.discard)
@@ -375,7 +388,6 @@ class CastfindServer(LanguageServer):
             await asyncio.to_thread(session.persist)
         except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
             self.log(internal(f"saving the carried results of {folder.path}", exc), lsp.MessageType.Error)
-        await asyncio.to_thread(settle)  # PERF: the warm state out of the collector's walks (castfind.core.heap)
 
     def publish(self, uri: str, generation: int, answer: Analysis) -> None:
         """Publish ``answer`` (the diagnostics of ``uri`` unless a newer refresh of it came since, and those of
@@ -403,10 +415,18 @@ class CastfindServer(LanguageServer):
         symbol = name_at(lines[position.line], position.character)
         if symbol is None:
             return []
+        self.quiet += 1  # no persist beside a lookup
+        try:
+            return await self.lookup(folder, symbol, os.path.abspath(file), position)
+        finally:
+            self.idle()
+
+    async def lookup(self, folder: Folder, symbol: str, file: str, position: lsp.Position) -> list[lsp.Location]:
+        """The locations :func:`definitions` answers (a problem logged)."""
         async with self.where_lock:  # not behind a scan's or persist's lock: a lookup uses an index of its own
             try:
-                found, problem = await asyncio.to_thread(definitions, folder, symbol, os.path.abspath(file),
-                                                         position.line + 1, self.cache_dir, self.session(folder))
+                found, problem = await asyncio.to_thread(definitions, folder, symbol, file, position.line + 1,
+                                                         self.cache_dir, self.session(folder))
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
                 found, problem = [], internal(f"definition of {symbol}", exc)
         if problem:
