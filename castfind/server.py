@@ -40,7 +40,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from castfind import __version__, api, pipeline
 from castfind.core.config import Config, ConfigError, discover_config
 from castfind.core.crash import debug
-from castfind.core.heap import settle
+from castfind.core.heap import freeze_all, settle
 from castfind.core.rules import UNUSED_SUPPRESSION, RuleError
 from castfind.core.types import Finding
 from castfind.report.text import format_cost
@@ -352,6 +352,7 @@ class CastfindServer(LanguageServer):
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
                 answer = Analysis(logged=(internal(file, exc),), failed=True)
             self.publish(uri, generation, answer)
+            freeze_all()  # PERF: what the scan left out of the collector's walks until the next settle
         self.persist_later(folder, session)
 
     def persist_later(self, folder: Folder, session: api.Session) -> None:
@@ -429,6 +430,7 @@ class CastfindServer(LanguageServer):
                                                          self.cache_dir, self.session(folder))
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
                 found, problem = [], internal(f"definition of {symbol}", exc)
+            freeze_all()  # PERF: as after a scan
         if problem:
             self.log(problem, lsp.MessageType.Info)
         return found

@@ -98,3 +98,14 @@ def test_settle_reclaims_cycles_and_freezes_the_survivors_but_not_inside_a_scan(
             assert gc.get_freeze_count() == 0  # a scan's own freezing is left alone
     finally:
         gc.unfreeze()
+
+
+def test_freeze_all_freezes_everything_at_once_but_not_inside_a_scan():
+    from castfind.core.heap import freeze_all
+
+    keep = [_Node() for _ in range(100)]
+    with survivors_frozen():
+        freeze_all()
+        assert gc.get_freeze_count() == 0  # a scan's own freezing is left alone
+    freeze_all()
+    assert gc.get_freeze_count() >= len(keep)
