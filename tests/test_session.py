@@ -120,6 +120,7 @@ def test_a_session_lookup_reuses_its_index_until_a_scan_or_the_freshness_window(
     a = session.where(name, roots, cache_dir=str(tmp_path / "c"))
     b = session.where(name, roots, cache_dir=str(tmp_path / "c"))
     assert len(opened) == 1 and a.definitions == b.definitions
+    assert b.stats["outcome"] == "carried"  # the stored answer, read back on the same index (installed packages too)
     assert a.definitions == fresh
     request = api.pipeline.ScanRequest(paths=(str(tree),), index=api.pipeline.IndexOptions(cache_dir=str(tmp_path / "c"), jobs=1))
     session.scan(request)
@@ -136,3 +137,12 @@ def test_a_session_lookup_reuses_its_index_until_a_scan_or_the_freshness_window(
     monkeypatch.setattr(Session, "WHERE_FRESH_S", 0.0)
     session.where(name, roots, cache_dir=str(tmp_path / "c"))
     assert len(opened) == 4
+
+
+def test_a_reused_lookup_index_reads_back_an_answer_that_joined_an_installed_package(tree, tmp_path):
+    session = Session()
+    roots = [str(tree)]
+    first = session.where("yaml.safe_load", roots, cache_dir=str(tmp_path / "c"))
+    assert first.definitions and first.stats["outcome"] == "computed"  # yaml joined the index, installed
+    again = session.where("yaml.safe_load", roots, cache_dir=str(tmp_path / "c"))
+    assert again.stats["outcome"] == "carried" and again.definitions == first.definitions

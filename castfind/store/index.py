@@ -100,6 +100,7 @@ class Index:
         self._trees: tuple[dict[str, None], dict[str, dict], dict[str, Listing]] | None = None
         self._unchanged: bool | None = None  # :meth:`unchanged`, once known
         self._discovered = len(files)  # files found by discovery (installed packages may join later)
+        self._joined: set[str] = set()  # abspaths of the files that joined later (add_files)
         self._listings: dict[str, Listing] = {}  # the stored listings read by ``from_roots``
         self._stored: dict[str, tuple[Stat, str]] = {}  # the file stats and digests they held
         #: The tree digest of the files discovery found (:meth:`note_tree_digest`), stored by :meth:`save`.
@@ -190,6 +191,11 @@ class Index:
             if sf.abspath not in self.by_abspath:
                 self.files.append(sf)
                 self.by_abspath[sf.abspath] = sf
+                self._joined.add(sf.abspath)
+
+    def joined(self, sf: SourceFile) -> bool:
+        """Did ``sf`` join after discovery (:meth:`add_files`: an installed package), rather than lie in a root?"""
+        return sf.abspath in self._joined
 
     def file_for_path(self, path: str) -> SourceFile | None:
         """A file by absolute path, or by path relative to one of its roots."""
