@@ -46,7 +46,7 @@ from castfind.store.discover import DiscoveryError, Package, check_root, package
 from castfind.store.gitref import RootAtRef
 from castfind.store.index import Index, ProgressFn
 from castfind.store.textquery import Predicates
-from castfind.store.words import Words
+from castfind.store.words import Words, carry_postings
 
 if TYPE_CHECKING:
     from castfind.analysis.checker import Explanation, StopTable
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from castfind.store.memo import Memo
 
 __all__ = [
-    "IndexOptions", "RunOutput", "ScanPlan", "ScanRequest", "ScanRun",
+    "IndexOptions", "RunOutput", "ScanPlan", "ScanRequest", "ScanRun", "Warm",
     "findings_at_ref", "open_index", "plan", "post", "report_rules", "run", "save_memo",
 ]
 
@@ -220,6 +220,26 @@ class ScanRun:
     packages: tuple[Package, ...] = ()
 
 
+@dataclass(frozen=True)
+class Warm:
+    """A finished run's index and carried results, kept in this process for the next run of the same
+    configuration on the same roots (:class:`castfind.api.Session`, the language server): :func:`plan` takes
+    over the bytes and facts of the files whose content is unchanged and the carried steps as they stand in
+    memory, instead of reading, decoding and renaming them from the cache. What is computed is the same."""
+
+    index: Index
+    memo: Memo
+    memo_key: str
+    roots: tuple[str, ...]
+
+    @classmethod
+    def of(cls, scan_plan: ScanPlan) -> Warm | None:
+        """What ``scan_plan``'s run leaves for the next (None when it carried nothing: no cache, ``--explain``)."""
+        if scan_plan.memo is None or scan_plan.memo_key is None or scan_plan.index.raced:
+            return None  # a file edited during the run: what was computed is of no one tree
+        return cls(scan_plan.index, scan_plan.memo, scan_plan.memo_key, scan_plan.roots)
+
+
 # --------------------------------------------------------------------------- plan
 
 
@@ -267,8 +287,9 @@ def _open_cache(cache_dir: str | os.PathLike[str] | None) -> tuple[Cache | None,
     return Cache(directory), None
 
 
-def plan(request: ScanRequest) -> ScanPlan:
-    """Check the request and open what the engine needs. Parses no source file.
+def plan(request: ScanRequest, warm: Warm | None = None) -> ScanPlan:
+    """Check the request and open what the engine needs. Parses no source file. ``warm``: the last run of this
+    process (:class:`Warm`), used when it ran the same configuration on the same roots.
 
     Output paths (``write_baseline``) and ``--only`` files are checked before the index is
     opened, so bad input fails in moments rather than after a long parse. Raises RuleError,
@@ -302,9 +323,16 @@ def plan(request: ScanRequest) -> ScanPlan:
         # The report scope is part of the key: callers outside it do not count (castfind.analysis.callgraph).
         memo_key = carried.config_key(sorted(Path(r).resolve().name for r in roots), tuple(cfg.exclude), ruleset,
                                       report_exclude)
+        if warm is not None and (warm.memo_key != memo_key or warm.roots != roots):
+            warm = None
+        if warm is not None:
+            index.adopt(warm.index)
+            carry_postings(index, warm.index)
         if _whole_outcome(request, opts):
             carried_out = _carried_outcome(index, _outcome_key(memo_key))
-        if carried_out is None:
+        if carried_out is None and warm is not None:
+            memo = carried.Memo(index, Predicates(ruleset), after=warm.memo)
+        elif carried_out is None:
             memo_seed = carried.loads(index.cache.get_memo(memo_key))
             memo = carried.Memo(index, Predicates(ruleset), memo_seed)
     return ScanPlan(

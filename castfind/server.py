@@ -40,10 +40,12 @@ from pygls.uris import from_fs_path, to_fs_path
 from castfind import __version__, api, pipeline
 from castfind.core.config import Config, ConfigError, discover_config
 from castfind.core.crash import debug
+from castfind.core.heap import freeze_all, settle
 from castfind.core.rules import UNUSED_SUPPRESSION, RuleError
 from castfind.core.types import Finding
 from castfind.report.text import format_cost
 from castfind.store.discover import DiscoveryError
+from castfind.store.index import Index
 from castfind.where.answer import WhereError
 
 __all__ = ["Analysis", "CastfindServer", "Folder", "analyse", "build_server", "definitions", "hover_text", "ignore_edit",
@@ -52,6 +54,8 @@ __all__ = ["Analysis", "CastfindServer", "Folder", "analyse", "build_server", "d
 _SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
              "info": lsp.DiagnosticSeverity.Information}
 _SOURCE = "castfind"
+#: Seconds without a scan before the carried results of the last ones are written to the cache.
+PERSIST_IDLE_S = 2.0
 #: A dotted name as Python spells it (PEP 3131 identifiers).
 _DOTTED = re.compile(r"[^\W\d]\w*(?:\s*\.\s*[^\W\d]\w*)*")
 #: An ignore comment already on the line, as :mod:`castfind.analysis.findings` reads it.
@@ -189,11 +193,14 @@ def _error_diagnostic(line: int, message: str) -> lsp.Diagnostic:
 
 
 def analyse(folder: Folder, file: str, lines: Sequence[str], cache_dir: str | None,
-            progress: Callable[[int, int], None] | None = None) -> Analysis:
-    """Scan ``folder``'s roots and report on ``file`` (never raises for bad input: it becomes the answer)."""
+            progress: Callable[[int, int], None] | None = None, session: api.Session | None = None) -> Analysis:
+    """Scan ``folder``'s roots and report on ``file`` (never raises for bad input: it becomes the answer).
+    ``session``: the folder's warm scans (:class:`castfind.api.Session`; the caller persists them), else a
+    scan of its own, as ``castfind scan --only FILE`` runs it."""
     uri = from_fs_path(file) or file
+    request = folder.request(file, cache_dir, progress)
     try:
-        run = api.scan(folder.request(file, cache_dir, progress))
+        run = session.scan(request) if session is not None else api.scan(request)
     except RuleError as exc:
         rule_uri = from_fs_path(os.path.abspath(exc.path)) or exc.path
         return Analysis(logged=(f"castfind: {exc}; fix the rule file, then save again",), failed=True,
@@ -207,13 +214,20 @@ def analyse(folder: Folder, file: str, lines: Sequence[str], cache_dir: str | No
     # PERF: a file the scan parsed (it has findings, or its problem is among the scan's diagnostics) is not
     # looked at again; only a file the scan had no reason to parse is asked for its facts.
     if not mine and not problems:
-        problems = parse_errors(folder, file, cache_dir)
+        problems = parse_errors(folder, file, cache_dir, session.index if session is not None else None)
     diags += [_error_diagnostic(line, message) for line, message in problems]
     return Analysis(mine, tuple(diags))
 
 
-def parse_errors(folder: Folder, file: str, cache_dir: str | None) -> list[tuple[int, str]]:
-    """Why castfind cannot analyse ``file`` (its facts' error: a syntax error, too deep), as (line, message)."""
+def parse_errors(folder: Folder, file: str, cache_dir: str | None,
+                 warm: Index | None = None) -> list[tuple[int, str]]:
+    """Why castfind cannot analyse ``file`` (its facts' error: a syntax error, too deep), as (line, message).
+    ``warm``: the index the scan just used (:attr:`castfind.api.Session.index`; its session saves it), else one of
+    its own."""
+    if warm is not None:
+        sf = warm.file_for_path(file)
+        error = warm.facts_of(sf).error if sf is not None else None
+        return [(error[0], f"castfind cannot analyse this file: {error[1]}")] if error else []
     index = api.open_index(list(folder.roots), exclude=folder.config.exclude, cache_dir=cache_dir, jobs=1)
     try:
         sf = index.file_for_path(file)
@@ -238,7 +252,13 @@ class CastfindServer(LanguageServer):
         self.generation: dict[str, int] = {}
         self.elsewhere: set[str] = set()  # rule files with a diagnostic published, cleared by the next good scan
         self.builds: dict[str, asyncio.Task[None]] = {}  # folder → its first index build
-        self.lock = asyncio.Lock()
+        #: folder → its scans, kept warm in this process (the index and carried results stay in memory).
+        self.sessions: dict[str, api.Session] = {}
+        self.quiet = 0  # requests begun so far: a persist waits until none came for a while (idle)
+        self.pending: set[asyncio.Task[None]] = set()
+        self.unsaved: dict[str, tuple[Folder, api.Session]] = {}  # folder → its session, not yet persisted
+        self.lock = asyncio.Lock()  # scans and persists, one at a time
+        self.where_lock = asyncio.Lock()  # definitions, one at a time
 
     def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Warning) -> None:
         self.window_log_message(lsp.LogMessageParams(kind, message))
@@ -254,6 +274,10 @@ class CastfindServer(LanguageServer):
 
     def folder_of(self, file: str) -> Folder | None:
         return next((f for f in self.folders if f.holds(file)), None)
+
+    def session(self, folder: Folder) -> api.Session:
+        """``folder``'s warm scans (a folder whose roots changed starts cold: the session checks the roots)."""
+        return self.sessions.setdefault(folder.path, api.Session())
 
     def built(self, folder: Folder) -> asyncio.Task[None]:
         """The first index build of ``folder`` (started on first need, run once)."""
@@ -282,7 +306,14 @@ class CastfindServer(LanguageServer):
             request = pipeline.ScanRequest(
                 paths=folder.roots, rules=tuple(str(r) for r in folder.config.rules), exclude=folder.config.exclude,
                 entry_points=folder.config.entry_points, index=pipeline.IndexOptions(cache_dir=self.cache_dir, progress=report))
-            return api.scan(request)
+            session = self.session(folder)
+            got = session.scan(request)
+            session.persist()
+            settle()  # PERF: the warm state out of the collector's walks (castfind.core.heap)
+            # PERF: a save re-extracts its file in this process (one file: no worker); libcst and the extractor
+            # are imported now, not on the first save (half a second).
+            import castfind.read.extract  # noqa: F401
+            return got
 
         try:
             async with self.lock:
@@ -298,6 +329,7 @@ class CastfindServer(LanguageServer):
     async def refresh(self, uri: str) -> None:
         """Scan and publish the diagnostics of ``uri``, unless a newer refresh of it came first."""
         generation = self.generation[uri] = self.generation.get(uri, 0) + 1
+        self.quiet += 1  # a persist waiting for quiet waits for this refresh too
         file = to_fs_path(uri)
         if file is None:
             return
@@ -314,10 +346,53 @@ class CastfindServer(LanguageServer):
             if self.generation.get(uri) != generation:
                 return  # a newer save of the same file: that one publishes
             lines = self.workspace.get_text_document(uri).lines
+            session = self.session(folder)
             try:
-                answer = await asyncio.to_thread(analyse, folder, file, list(lines), self.cache_dir)
+                answer = await asyncio.to_thread(analyse, folder, file, list(lines), self.cache_dir, None, session)
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
                 answer = Analysis(logged=(internal(file, exc),), failed=True)
+            self.publish(uri, generation, answer)
+            freeze_all()  # PERF: what the scan left out of the collector's walks until the next settle
+        self.persist_later(folder, session)
+
+    def persist_later(self, folder: Folder, session: api.Session) -> None:
+        """Write what ``session`` carries once no request came for :data:`PERSIST_IDLE_S` seconds (PERF: not
+        between a save and the next one's diagnostics, nor beside a definition; the next scan starts from it in
+        memory anyway)."""
+        self.unsaved[folder.path] = (folder, session)
+        self.idle()
+
+    def idle(self) -> None:
+        """A request ended: when none comes for :data:`PERSIST_IDLE_S` seconds, write what the sessions carry."""
+        if not self.unsaved:
+            return
+        mark = self.quiet
+
+        async def later() -> None:
+            await asyncio.sleep(PERSIST_IDLE_S)
+            if self.quiet != mark:
+                return  # a newer request: it starts the wait again when it ends
+            async with self.lock:
+                if self.quiet != mark:
+                    return
+                unsaved, self.unsaved = self.unsaved, {}
+                for folder, session in unsaved.values():
+                    await self.persist(folder, session)
+                await asyncio.to_thread(settle)  # PERF: the warm state out of the collector's walks (castfind.core.heap)
+
+        self.pending.add(task := asyncio.ensure_future(later()))
+        task.add_done_callback(self.pending.discard)
+
+    async def persist(self, folder: Folder, session: api.Session) -> None:
+        """Write what ``session`` carries now (a failure is logged; the server goes on)."""
+        try:
+            await asyncio.to_thread(session.persist)
+        except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
+            self.log(internal(f"saving the carried results of {folder.path}", exc), lsp.MessageType.Error)
+
+    def publish(self, uri: str, generation: int, answer: Analysis) -> None:
+        """Publish ``answer`` (the diagnostics of ``uri`` unless a newer refresh of it came since, and those of
+        the rule files it names)."""
         for message in answer.logged:
             self.log(message)
         for other, diags in answer.elsewhere.items():
@@ -341,23 +416,34 @@ class CastfindServer(LanguageServer):
         symbol = name_at(lines[position.line], position.character)
         if symbol is None:
             return []
-        async with self.lock:
+        self.quiet += 1  # no persist beside a lookup
+        try:
+            return await self.lookup(folder, symbol, os.path.abspath(file), position)
+        finally:
+            self.idle()
+
+    async def lookup(self, folder: Folder, symbol: str, file: str, position: lsp.Position) -> list[lsp.Location]:
+        """The locations :func:`definitions` answers (a problem logged)."""
+        async with self.where_lock:  # not behind a scan's or persist's lock: a lookup uses an index of its own
             try:
-                found, problem = await asyncio.to_thread(definitions, folder, symbol, os.path.abspath(file),
-                                                         position.line + 1, self.cache_dir)
+                found, problem = await asyncio.to_thread(definitions, folder, symbol, file, position.line + 1,
+                                                         self.cache_dir, self.session(folder))
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
                 found, problem = [], internal(f"definition of {symbol}", exc)
+            freeze_all()  # PERF: as after a scan
         if problem:
             self.log(problem, lsp.MessageType.Info)
         return found
 
 
-def definitions(folder: Folder, symbol: str, file: str, line: int,
-                cache_dir: str | None) -> tuple[list[lsp.Location], str | None]:
+def definitions(folder: Folder, symbol: str, file: str, line: int, cache_dir: str | None,
+                session: api.Session | None = None) -> tuple[list[lsp.Location], str | None]:
     """Where ``symbol`` as used at ``file:line`` is defined (the chain's final definitions; resolved ones first,
-    a dynamic receiver's candidates only when nothing resolved), and the problem that stopped the lookup, if any."""
+    a dynamic receiver's candidates only when nothing resolved), and the problem that stopped the lookup, if any.
+    ``session``: the folder's warm state (:meth:`castfind.api.Session.where`)."""
+    lookup = session.where if session is not None else api.where
     try:
-        res = api.where(symbol, list(folder.roots), (file, line), exclude=folder.config.exclude, cache_dir=cache_dir)
+        res = lookup(symbol, list(folder.roots), (file, line), exclude=folder.config.exclude, cache_dir=cache_dir)
     except (WhereError, ConfigError, DiscoveryError, OSError) as exc:
         return [], f"castfind: definition of {symbol}: {exc}"
     found = [d for d in res.definitions if not d.dynamic] or list(res.definitions)
@@ -399,6 +485,13 @@ def build_server(cache_dir: str | None = None) -> CastfindServer:
         gone = {to_fs_path(f.uri) for f in params.event.removed}
         kept = [f.path for f in ls.folders if f.path not in gone]
         ls.set_folders(kept + [p for p in (to_fs_path(f.uri) for f in params.event.added) if p])
+
+    @server.feature(lsp.SHUTDOWN)
+    async def shutdown(ls: CastfindServer, params: None) -> None:
+        async with ls.lock:  # what the last scans carry, for the next server's first save
+            for path, session in ls.sessions.items():
+                folder = next((f for f in ls.folders if f.path == path), None)
+                await ls.persist(folder or Folder(path, (path,)), session)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: CastfindServer, params: lsp.DidOpenTextDocumentParams) -> None:

@@ -72,3 +72,40 @@ def test_a_parsing_worker_runs_with_the_collector_thresholds_set_for_parsing() -
     assert WORKER_GC_THRESHOLDS[0] > gc.get_threshold()[0]  # fewer young collections than the default
     with new_pool(1) as pool:
         assert pool.submit(gc.get_threshold).result() == WORKER_GC_THRESHOLDS
+
+
+def test_settle_reclaims_cycles_and_freezes_the_survivors_but_not_inside_a_scan():
+    import gc
+    import weakref
+
+    from castfind.core.heap import settle, survivors_frozen
+
+    class Node:
+        pass
+
+    assert gc.get_freeze_count() == 0
+    try:
+        kept, cycle = Node(), Node()
+        cycle.me = cycle  # type: ignore[attr-defined]
+        gone = weakref.ref(cycle)
+        del cycle
+        settle()
+        assert gone() is None  # the cycle was collected
+        assert gc.get_freeze_count() > 0 and kept is not None
+        gc.unfreeze()
+        with survivors_frozen():
+            settle()
+            assert gc.get_freeze_count() == 0  # a scan's own freezing is left alone
+    finally:
+        gc.unfreeze()
+
+
+def test_freeze_all_freezes_everything_at_once_but_not_inside_a_scan():
+    from castfind.core.heap import freeze_all
+
+    keep = [_Node() for _ in range(100)]
+    with survivors_frozen():
+        freeze_all()
+        assert gc.get_freeze_count() == 0  # a scan's own freezing is left alone
+    freeze_all()
+    assert gc.get_freeze_count() >= len(keep)

@@ -248,3 +248,61 @@ def test_the_name_under_the_cursor_ends_with_the_identifier_it_is_on() -> None:
     assert name_at(line, line.index("get")) == "self.pool.get"
     assert name_at(line, line.index("(")) == "kf.cutlass_like_moe"  # just past its end: the name before
     assert name_at(line, 1) is None
+
+
+def _cli_only(ws: Path, rel: str, cache: Path) -> list[dict]:
+    """``castfind scan --only REL`` from the workspace folder, as a person runs it (its own cache)."""
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-m", "castfind", "scan", "--only", rel, "--format", "json",
+                           "--cache-dir", str(cache), "--exit-zero"],
+                          cwd=ws, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [{k: v for k, v in f.items() if k not in ("file", "root")} for f in json.loads(done.stdout)["findings"]]
+
+
+def test_the_warm_server_reports_what_scan_only_reports_after_each_edit(tmp_path: Path) -> None:
+    """The server's save handler (:func:`castfind.server.analyse` on the folder's warm :class:`castfind.api.Session`)
+    against ``castfind scan --only`` after edits of the reported file and of another file it depends on (the
+    buffer's allocation, which decides the cost and the severity); the answers must change along the way."""
+    from castfind import api
+    from castfind.server import Folder, analyse
+
+    ws = tmp_path / "workspace"
+    shutil.copytree(FIXTURE, ws)
+    folder, problem = Folder.of(str(ws))
+    assert problem is None
+    session = api.Session()
+    warm_cache, cli_cache = str(tmp_path / "warm"), tmp_path / "cli"
+    session.scan(replace_request(folder, warm_cache))  # the first index build, as the server runs it
+    session.persist()
+    decode, cache = ws / "serving/serving/decode.py", ws / "serving/serving/cache.py"
+    original, allocation = decode.read_text(), cache.read_text()
+    small = allocation.replace("torch.zeros(tokens, width, dtype", "torch.zeros(4, dtype")
+    edits = [(decode, original), (decode, original.replace(CAST, QUIET)), (decode, original), (cache, small),
+             (cache, allocation), (decode, original.replace("def forward_decode", "def prepare"))]
+    seen = []
+    for path, text in edits:
+        path.write_text(text)
+        served = analyse(folder, str(decode), decode.read_text().splitlines(True), warm_cache, session=session)
+        session.persist()
+        assert not served.failed
+        got = [{k: v for k, v in f.to_dict().items() if k != "root"} for f in served.findings]  # the root as typed
+        assert got == _cli_only(ws, "serving/serving/decode.py", cli_cache), path.name
+        seen.append([(f["rule"], f["line"], f["severity"]) for f in got])
+    assert seen[0] == seen[2] == seen[4] == [("CF101", 13, "error")]
+    assert seen[1] == []  # the cast removed
+    assert seen[3] == [("CF101", 13, "warning")]  # the buffer small by construction: a warning
+    assert seen[5] != seen[0]  # no longer on a hot path
+
+
+def replace_request(folder, cache_dir: str):
+    """The server's first index build of ``folder`` (every file reported on)."""
+    from castfind import pipeline
+
+    c = folder.config
+    return pipeline.ScanRequest(paths=folder.roots, rules=tuple(str(r) for r in c.rules), exclude=c.exclude,
+                                entry_points=c.entry_points, index=pipeline.IndexOptions(cache_dir=cache_dir))

@@ -9,6 +9,12 @@ a collection walks only what is new since the last one (189 collections, 2.8 s, 
 900 MB against 920). On exit ``gc.unfreeze`` hands the frozen objects back to the collector, so cyclic
 garbage left during the run is reclaimed afterwards; acyclic objects are freed by reference counting as
 ever. A process that froze objects itself (``gc.freeze`` before a fork) is left alone: nothing is done.
+
+A long-lived process (the language server) keeps millions of objects warm between requests; unfrozen, a full
+collection during a request walks them all (a third of a second on both wheels, every few go-to-definitions).
+:func:`settle`, called when it is idle, collects everything once and freezes what survives; :func:`freeze_all`,
+called after each request, freezes what the request left without walking it (its garbage waits for the next
+settle).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["survivors_frozen"]
+__all__ = ["freeze_all", "settle", "survivors_frozen"]
 
 _lock = threading.Lock()
 _depth = 0  # nested or concurrent runs inside survivors_frozen (only the outermost one engages)
@@ -49,3 +55,26 @@ def survivors_frozen() -> Iterator[None]:
                 gc.callbacks.remove(_freeze_survivors)
                 _engaged = False
                 gc.unfreeze()
+
+
+def settle() -> None:
+    """Collect all garbage now and freeze what survives, so that collections until the next call walk only what
+    is new: for a long-lived process between requests (the language server, once its saves pause). Unfreezes
+    first, so cyclic garbage among what an earlier call froze is reclaimed; does nothing while a scan is inside
+    :func:`survivors_frozen` (its own freezing goes on)."""
+    with _lock:
+        if _depth:
+            return
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+
+
+def freeze_all() -> None:
+    """Freeze every object now, so that collections until the next :func:`settle` walk only what is new. PERF: no
+    walk (the collector's lists are moved aside), so a long-lived process may call it after every request; cycles
+    that are garbage already are reclaimed by the next :func:`settle`, not before. Does nothing while a scan is
+    inside :func:`survivors_frozen`."""
+    with _lock:
+        if not _depth:
+            gc.freeze()

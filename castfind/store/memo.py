@@ -165,7 +165,7 @@ class Memo:
     """This run's steps and text queries, seeded from the previous run's where still valid."""
 
     def __init__(self, index: Index, predicate: Callable[[QueryKey], Predicate],
-                 previous: dict[str, Any] | None = None) -> None:
+                 previous: dict[str, Any] | None = None, after: Memo | None = None) -> None:
         self.index = index
         self.tracker = Tracker.of(index)
         #: The file test a query key names (:class:`castfind.store.textquery.Predicates`): how a carried query is
@@ -179,7 +179,11 @@ class Memo:
         absolute = {v: k for k, v in self._rel.items()}
         prev = previous if isinstance(previous, dict) and previous.get("version") == MEMO_VERSION else None
         prev_steps: dict[StepKey, tuple[Any, frozenset[str]]] = {}
-        if prev is not None:
+        if after is not None:
+            # PERF (a warm process, :class:`castfind.api.Session`): the last run's memo as it stands in memory,
+            # named by absolute path already: nothing decoded, renamed or unpacked.
+            prev, prev_steps = after.carried(), after.steps
+        elif prev is not None:
             prev = _rename(prev, absolute)
             try:
                 prev_steps = _unpack_steps(prev, self.tracker)
@@ -280,8 +284,10 @@ class Memo:
         return old
 
     # -- persistence ----------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
-        """What the next run needs: this run's keys, queries and steps, plus last run's still valid.
+    def carried(self) -> dict[str, Any]:
+        """What the next run needs, in memory and by absolute path: this run's keys, queries and steps, plus
+        last run's still valid (:attr:`steps` holds them all afterwards). The one merge behind :meth:`snapshot`
+        (stored) and ``Memo(index, predicate, after=self)`` (the next run in the same process).
 
         A step or query this run did not ask for (a ``--only`` run checks few files) is carried
         over when its dependencies are unchanged, a query after updating it on the changed files.
@@ -295,10 +301,14 @@ class Memo:
         used = self.used_files()
         diagnostics = {p: ds for p, ds in self.prev_diagnostics.items() if p in used and p not in self.changed}
         diagnostics.update((p, ds) for p, ds in self.index.file_diagnostics.items() if p in used)
+        return {"version": MEMO_VERSION, "keys": self.keys, "modules": self.modules, "queries": self.queries,
+                "diagnostics": diagnostics}
+
+    def snapshot(self) -> dict[str, Any]:
+        """:meth:`carried` as stored: steps packed into tables (:func:`_pack_steps`), files named root-relative."""
+        doc = self.carried()
         steps, depsets, depnames = _pack_steps(self.steps)
-        return _rename({"version": MEMO_VERSION, "keys": self.keys, "modules": self.modules, "queries": self.queries,
-                        "steps": steps, "depsets": depsets, "depnames": depnames, "diagnostics": diagnostics},
-                       self._rel)
+        return _rename({**doc, "steps": steps, "depsets": depsets, "depnames": depnames}, self._rel)
 
     def used_files(self) -> set[str]:
         """Every file a step held now depends on."""

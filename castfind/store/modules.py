@@ -78,9 +78,11 @@ class Modules:
         there is none, or a root already holds that name."""
         if top in self._installed_tops:
             return self._installed_tops[top]
-        if any(m == top or m.startswith(top + ".") for m in self.by_module):
-            self._installed_tops[top] = False
-            return False
+        held = [sf for m, sf in self.by_module.items() if m == top or m.startswith(top + ".")]
+        if held:
+            # Joined already (an earlier reader of this index looked for it): found, as it was then.
+            self._installed_tops[top] = got = all(self.index.joined(sf) for sf in held)
+            return got
         loc = find_installed(top)
         added: list[SourceFile] = []
         if loc is not None:

@@ -160,7 +160,8 @@ def answer_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exc
                budget: int | None) -> str:
     """The key a ``where`` answer is stored under (:func:`store_answer`): the query and all it depends on
     besides the tree."""
-    roots = sorted((r, os.path.abspath(r)) for r in {sf.root for sf in index.files})
+    # The roots discovery found: an installed package an earlier lookup joined to this index is not a root.
+    roots = sorted((r, os.path.abspath(r)) for r in {sf.root for sf in index.files if not index.joined(sf)})
     at_key = None if at is None else (os.path.abspath(at[0]), at[0], at[1])
     return "where-" + carried.config_key(symbol, at_key, tuple(report_exclude), roots, index.follow_installed,
                                          os.getcwd() if at is not None else "", budget)

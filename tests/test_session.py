@@ -1,0 +1,148 @@
+"""Scans kept warm in one process (castfind.api.Session): what the next run takes over from the last one (the
+bytes and facts of unchanged files, the identifier postings, the carried steps) gives the answers a fresh run
+gives, after edits of several kinds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from castfind import api
+from castfind.api import Session, open_index
+from castfind.store.words import Words, carry_postings
+from tests.support import REPO
+
+FIX = REPO / "fixtures" / "scan"
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    root = tmp_path / "scan"
+    shutil.copytree(FIX, root)
+    return root
+
+
+def _py(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.py"))
+
+
+def _later(path: Path, text: str) -> None:
+    """Write ``text`` with an mtime the stat index cannot mistake for the old one."""
+    path.write_text(text)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 3_000_000_000))
+
+
+def _indexed(root: Path, cache: Path):
+    index = open_index([str(root)], cache_dir=cache, jobs=1)
+    index.read_all()
+    return index
+
+
+def test_carried_postings_answer_as_a_fresh_index_after_an_edit(tree, tmp_path):
+    cache = tmp_path / "cache"
+    first = _indexed(tree, cache)
+    words = Words(first)
+    words._postings()  # built, as a scan's call graph builds it
+    first.save()
+    edited = next(p for p in _py(tree) if "forward_decode" in p.read_text())
+    old = edited.read_text()
+    _later(edited, old + "\ndef brand_new_helper():\n    return 1\n")
+    gone = "forward_decode"
+    after = _indexed(tree, cache)
+    assert after.adopt(first) == len(after.files) - 1  # every file but the edited one taken over
+    carry_postings(after, first)
+    fresh = _indexed(tree, tmp_path / "other")
+    for name in ("brand_new_helper", gone, "return", "no_such_name_anywhere"):
+        got = [sf.abspath for sf in Words(after).containing([name])]
+        assert got == [sf.abspath for sf in Words(fresh).containing([name])], name
+    assert [sf.abspath for sf in Words(after).containing(["brand_new_helper"])] == [str(edited)]
+    # The edit that takes a name out of a file takes the file out of its postings.
+    _later(edited, old.replace(gone, "renamed_" + gone))  # and brand_new_helper gone again
+    again = _indexed(tree, cache)
+    again.adopt(after)
+    carry_postings(again, after)
+    assert str(edited) not in [sf.abspath for sf in Words(again).containing(["brand_new_helper"])]
+    assert str(edited) not in [sf.abspath for sf in Words(again).containing([gone])]
+    assert [sf.abspath for sf in Words(again).containing([gone])] == \
+        [sf.abspath for sf in Words(_indexed(tree, tmp_path / "third")).containing([gone])]
+
+
+def test_adopted_facts_are_the_unchanged_files_and_an_edited_file_is_read_again(tree, tmp_path):
+    cache = tmp_path / "cache"
+    first = _indexed(tree, cache)
+    first.load_files(first.files)
+    first.save()
+    edited = _py(tree)[-1]
+    _later(edited, edited.read_text() + "\n\ndef added_later():\n    pass\n")
+    after = _indexed(tree, cache)
+    assert after.adopt(first) == len(after.files) - 1
+    facts = after.facts_of(after.by_abspath[str(edited)])
+    assert "added_later" in {d.name for d in facts.definitions}
+    assert after.parsed == 1  # the edited file only; the others came from the last index
+
+
+def test_a_session_scans_as_a_fresh_scan_after_edits(tree, tmp_path):
+    session = Session()
+    request = api.pipeline.ScanRequest(paths=(str(tree),), index=api.pipeline.IndexOptions(cache_dir=str(tmp_path / "c"), jobs=1))
+    key = lambda run: sorted((f.rule, f.path, f.line, f.severity, f.hot_path, f.provenance)  # noqa: E731
+                             for f in run.report.findings)
+    first = session.scan(request)
+    assert first.report.findings
+    for path in _py(tree):
+        text = path.read_text()
+        if ".to(" in text:
+            _later(path, text.replace(".to(", ".view(", 1))
+            session.persist()
+            got = session.scan(request)
+            assert key(got) == key(api.scan([str(tree)], use_cache=False, jobs=1)), path.name
+    assert key(got) != key(first)
+
+
+def test_a_session_lookup_reuses_its_index_until_a_scan_or_the_freshness_window(tree, tmp_path, monkeypatch):
+    session = Session()
+    roots = [str(tree)]
+    opened = []
+    real = api.open_index
+    name = "forward_decode"
+    fresh = api.where(name, roots, use_cache=False).definitions
+    assert fresh
+
+    def counting(*args, **kw):
+        opened.append(time.monotonic())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(api, "open_index", counting)
+    a = session.where(name, roots, cache_dir=str(tmp_path / "c"))
+    b = session.where(name, roots, cache_dir=str(tmp_path / "c"))
+    assert len(opened) == 1 and a.definitions == b.definitions
+    assert b.stats["outcome"] == "carried"  # the stored answer, read back on the same index (installed packages too)
+    assert a.definitions == fresh
+    request = api.pipeline.ScanRequest(paths=(str(tree),), index=api.pipeline.IndexOptions(cache_dir=str(tmp_path / "c"), jobs=1))
+    session.scan(request)
+    session.where(name, roots, cache_dir=str(tmp_path / "c"))
+    assert len(opened) == 2  # after a scan that read the files anew, a lookup discovers again
+    session.scan(request)
+    session.where(name, roots, cache_dir=str(tmp_path / "c"))
+    assert len(opened) == 2  # a scan that found nothing changed keeps the lookup's index
+    edited = next(p for p in _py(tree) if "forward_decode" in p.read_text())
+    _later(edited, edited.read_text().replace("forward_decode", "forward_step"))
+    session.scan(request)
+    after = session.where(name, roots, cache_dir=str(tmp_path / "c"))
+    assert len(opened) == 3 and after.definitions != fresh  # the edit is seen
+    monkeypatch.setattr(Session, "WHERE_FRESH_S", 0.0)
+    session.where(name, roots, cache_dir=str(tmp_path / "c"))
+    assert len(opened) == 4
+
+
+def test_a_reused_lookup_index_reads_back_an_answer_that_joined_an_installed_package(tree, tmp_path):
+    session = Session()
+    roots = [str(tree)]
+    first = session.where("yaml.safe_load", roots, cache_dir=str(tmp_path / "c"))
+    assert first.definitions and first.stats["outcome"] == "computed"  # yaml joined the index, installed
+    again = session.where("yaml.safe_load", roots, cache_dir=str(tmp_path / "c"))
+    assert again.stats["outcome"] == "carried" and again.definitions == first.definitions
