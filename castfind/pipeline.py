@@ -622,6 +622,42 @@ def _call_graph(scan_plan: ScanPlan) -> Any:
     return CallGraph(index, Resolver(index), scan_plan.ruleset, TextQueries(index, memo), scan_plan.report_exclude)
 
 
+def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Mapping[str, str | None]
+                       ) -> tuple[modelpath.ModelPath | None, list[Diagnostic]]:
+    """:func:`modelpath.select`, carried in the cache between runs. PERF: selecting reads the facts of every file
+    that registers a model (hundreds in SGLang: seconds), and its answer depends on nothing but the request, the
+    rule data and the files; so it is stored under a key of the carried results' key (castfind's sources, the
+    rules, the roots), the config and flags, and the content key of every indexed file: a warm run of the same
+    deployment over unchanged files reads it back; any change to a file computes it again."""
+    import hashlib
+    import json
+
+    index = scan_plan.index
+    cache, key = index.cache, None
+    if cache is not None and scan_plan.memo_key is not None:
+        tree = hashlib.blake2b(digest_size=16)
+        for sf in sorted(index.files, key=lambda f: (f.module, f.path)):
+            tree.update(f"{sf.module}\0{sf.path}\0{index.key(sf)}\n".encode())
+        blob = json.dumps([scan_plan.memo_key, config, flags, repr(scan_plan.ruleset.models), tree.hexdigest()],
+                          sort_keys=True, default=str)
+        key = "modelpath-" + hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
+        stored = cache.get_memo(key)
+        if stored is not None:
+            try:
+                doc = json.loads(stored)
+                path = modelpath.ModelPath.from_dict(doc["path"]) if doc["path"] is not None else None
+                return path, [Diagnostic(str(d["path"]), int(d["line"]), str(d["message"]), d["kind"])
+                              for d in doc["diagnostics"]]
+            except (ValueError, KeyError, TypeError):  # a damaged row: compute it again
+                pass
+    path, diags = modelpath.select(index, Resolver(index), scan_plan.ruleset.models, config,
+                                   scan_plan.request.cost.model_config or "", flags)
+    if cache is not None and key is not None:
+        doc = {"path": path.to_dict() if path is not None else None, "diagnostics": [d.to_dict() for d in diags]}
+        cache.put_memo(key, json.dumps(doc, allow_nan=False).encode())
+    return path, diags
+
+
 def _model_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], int, list[Diagnostic]]:
     """With ``--model-config``: each finding off the model's path (:mod:`castfind.analysis.modelpath`) marked with
     why, and left out unless ``--all-models`` (how many were left out is returned)."""
@@ -629,8 +665,7 @@ def _model_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding
     if config is None or not found:
         return found, 0, []
     flags = {"attention_backend": req.attention_backend, "quantization": req.quantization}
-    path, diags = modelpath.select(scan_plan.index, Resolver(scan_plan.index), scan_plan.ruleset.models, config,
-                                   req.model_config or "", flags)
+    path, diags = _select_model_path(scan_plan, config, flags)
     if path is None:
         return found, 0, diags
     marked = [replace(f, off_path=why) if (why := modelpath.off_path(path, f)) else f for f in found]

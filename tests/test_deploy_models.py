@@ -223,3 +223,41 @@ def test_the_sglang_wheel_keeps_the_models_own_casts(corpus, corpus_cache, sglan
     why = {(f["path"], f["line"]): f["off_path"] for f in json.loads(r.stdout)["findings"]}
     assert {k: why.get(k) for k in on} == dict.fromkeys(on, "")
     assert {k: why.get(k) for k in off} == off
+
+
+def _memo_rows(cache: Path, prefix: str) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(cache / "facts.sqlite3") as con:
+        return [k for (k,) in con.execute("SELECT key FROM memo WHERE key LIKE ?", (prefix + "%",))]
+
+
+def test_the_model_path_is_carried_between_runs_and_computed_again_when_a_file_changes(tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    root = tmp_path / "deploy_models"
+    shutil.copytree(FIX, root)
+    cache = tmp_path / "cache"
+
+    def scan() -> api.ScanRun:
+        return api.scan([str(root)], cache_dir=str(cache), jobs=1, rules=(str(root / "rules.yaml"),),
+                        model_config=str(root / "beta_config.json"))
+
+    first = scan()
+    assert set(_where(first)) == set(ALL) - {("models/alpha.py", 14)}
+    [row] = _memo_rows(cache, "modelpath-")
+    again = scan()  # read back: the same answer
+    assert [f.to_dict() for f in again.report.findings] == [f.to_dict() for f in first.report.findings]
+    assert again.report.off_path == {"model": 1}
+    # A damaged row is computed again, not trusted.
+    with sqlite3.connect(cache / "facts.sqlite3") as con:
+        con.execute("UPDATE memo SET data = ? WHERE key = ?", (b"\x00not json", row))
+    damaged = scan()
+    assert [f.to_dict() for f in damaged.report.findings] == [f.to_dict() for f in first.report.findings]
+    # Beta's decoder layer no longer builds its MLP: the MLP's cast leaves the model's path at once.
+    beta = root / "minieng" / "minieng" / "models" / "beta.py"
+    beta.write_text(beta.read_text().replace("self.mlp = BetaMLP(config)", "self.mlp = None"))
+    edited = scan()
+    assert ("models/beta.py", 12) not in set(_where(edited))
+    assert edited.report.off_path == {"model": 2}

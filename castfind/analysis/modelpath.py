@@ -52,6 +52,20 @@ class ModelPath:
     model_modules: frozenset[str]
     excluded: Mapping[str, str]
 
+    def to_dict(self) -> dict[str, object]:
+        return {"model": self.model, "entry_classes": sorted(self.entry_classes),
+                "model_modules": sorted(self.model_modules), "excluded": dict(sorted(self.excluded.items()))}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> ModelPath:
+        """The inverse of :meth:`to_dict`; ValueError on anything else (a damaged stored row)."""
+        model, entry, modules, excluded = d.get("model"), d.get("entry_classes"), d.get("model_modules"), d.get("excluded")
+        if not (isinstance(model, str) and isinstance(entry, list) and isinstance(modules, list)
+                and isinstance(excluded, dict) and all(isinstance(x, str) for x in (*entry, *modules))
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in excluded.items())):
+            raise ValueError("not a stored model path")
+        return cls(model, frozenset(entry), frozenset(modules), excluded)
+
     def verdict(self, label: str) -> str | None:
         """Whose code the function ``label`` (``module.Class.method``) is: "" this deployment's, the reason when it is
         off it (an unselected component, a class of the models' packages the module set lacks), None when neither
