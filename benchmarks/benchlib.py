@@ -203,7 +203,7 @@ def summary_lines(rows: list[Row]) -> list[str]:
     sg = by.get("semgrep")
     sg_ok = sg is not None and not sg.error and sg.wall is not None
     out = []
-    for task in ("scan-cold", "scan-warm", "scan-edit"):
+    for task in ("scan-cold", "scan-warm", "deploy-warm", "scan-edit"):
         r = by.get(task)
         if r is None:
             continue
