@@ -204,7 +204,10 @@ GATE = "sglang/srt/models/deepseek_v2.py"
      # chosen path, through another model's subclass of its attention) and router.
      {(MLA_BACKEND, 822), (ABSORB, 566), (ABSORB, 893), (GATE, 576)},
      {(FA_BACKEND, 2350): "model: FlashAttentionBackend is not the selected attention backend (flashinfer)",
-      ("sglang/srt/models/sarvam_moe.py", 391): "model: not on DeepseekV3ForCausalLM's path"}),
+      ("sglang/srt/models/sarvam_moe.py", 391): "model: not on DeepseekV3ForCausalLM's path",
+      # the diffusion server beside the LLM server: nothing DeepSeek's code imports reaches it
+      ("sglang/multimodal_gen/runtime/layers/moe.py", 90):
+          "model: no import of DeepseekV3ForCausalLM's code or its components reaches sglang.multimodal_gen"}),
     ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_key_value_heads": 8, "head_dim": 128,
       "hidden_size": 4096, "torch_dtype": "bfloat16"}, "fa3",
      {(FA_BACKEND, 2350)},
@@ -261,3 +264,25 @@ def test_the_model_path_is_carried_between_runs_and_computed_again_when_a_file_c
     edited = scan()
     assert ("models/beta.py", 12) not in set(_where(edited))
     assert edited.report.off_path == {"model": 2}
+
+
+APPS = REPO / "fixtures" / "deploy_apps"
+
+
+def test_another_application_that_no_import_of_the_model_reaches_is_off_its_path() -> None:
+    """fixtures/deploy_apps: a language model, its engine's runner (same sub-package, not imported by the model)
+    and an image generator's router (a sub-package no import of the model's code reaches)."""
+    plain = api.scan([str(APPS)], use_cache=False, jobs=1)
+    assert {f.function for f in plain.report.findings} == {"TinyLM.forward", "Runner.forward", "PatchRouter.forward"}
+    run = api.scan([str(APPS)], use_cache=False, jobs=1, model_config=str(APPS / "config.json"), all_models=True)
+    why = {f.function: f.off_path for f in run.report.findings}
+    assert why == {"TinyLM.forward": "", "Runner.forward": "",
+                   "PatchRouter.forward": "model: no import of TinyLM's code or its components reaches twoapps.imagegen"}
+
+
+def test_a_model_path_without_imports_judges_no_module_by_them() -> None:
+    bare = ModelPath("M", frozenset(), frozenset(), {})
+    assert bare.reaches("any.where.at_all")
+    some = ModelPath("M", frozenset(), frozenset(), {}, frozenset({"pkg.llm.model", "lib"}))
+    assert some.reaches("pkg.llm.runner") and some.reaches("lib") and not some.reaches("pkg.imagegen.router")
+    assert ModelPath.from_dict(some.to_dict()) == some

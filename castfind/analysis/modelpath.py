@@ -51,10 +51,23 @@ class ModelPath:
     entry_classes: frozenset[str]
     model_modules: frozenset[str]
     excluded: Mapping[str, str]
+    #: The modules the model's and the selected components' modules import, transitively (at any depth, in a
+    #: function too); empty: not computed, nothing is judged by it. A finding in a sub-package (the first two
+    #: parts of a module name: ``pkg.app``) that none of them lies in is another application's code (a diffusion
+    #: server beside the LLM server in one distribution): no import of this deployment's code reaches it. The
+    #: engine's own code the model does not import (its runner, its pools) shares the model's sub-package.
+    imported: frozenset[str] = frozenset()
+
+    def reaches(self, module: str) -> bool:
+        """Is ``module`` in a sub-package the deployment's imports reach (True when none were computed)?"""
+        if not self.imported or not module:
+            return True
+        return _area(module) in {_area(m) for m in self.imported}
 
     def to_dict(self) -> dict[str, object]:
         return {"model": self.model, "entry_classes": sorted(self.entry_classes),
-                "model_modules": sorted(self.model_modules), "excluded": dict(sorted(self.excluded.items()))}
+                "model_modules": sorted(self.model_modules), "excluded": dict(sorted(self.excluded.items())),
+                "imported": sorted(self.imported)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, object]) -> ModelPath:
@@ -64,7 +77,10 @@ class ModelPath:
                 and isinstance(excluded, dict) and all(isinstance(x, str) for x in (*entry, *modules))
                 and all(isinstance(k, str) and isinstance(v, str) for k, v in excluded.items())):
             raise ValueError("not a stored model path")
-        return cls(model, frozenset(entry), frozenset(modules), excluded)
+        imported = d.get("imported", [])
+        if not isinstance(imported, list) or not all(isinstance(x, str) for x in imported):
+            raise ValueError("not a stored model path")
+        return cls(model, frozenset(entry), frozenset(modules), excluded, frozenset(imported))
 
     def verdict(self, label: str) -> str | None:
         """Whose code the function ``label`` (``module.Class.method``) is: "" this deployment's, the reason when it is
@@ -91,6 +107,8 @@ def off_path(path: ModelPath, finding: Finding) -> str:
     the call graph chose one path before the model was known, and another model's class that reaches this
     model's code (a subclass calling an inherited method) must not hide the model's own cast. Shared code decides
     nothing; a path of shared code only is on every model's path."""
+    if not path.reaches(finding.module):
+        return f"model: no import of {path.model}'s code or its components reaches {_area(finding.module)}"
     own = f"{finding.module}.{finding.function}" if finding.module and finding.function else ""
     for label in reversed((*finding.hot_path, own)):
         why = path.verdict(label) if label else None
@@ -142,6 +160,35 @@ class _Selector:
             work += [((b.target.module, b.target.definition.qualname), b.target.definition)
                      for b in self.r.bases(key[0], d) if b.target.definition is not None]
         return out
+
+    def imported(self, seeds: Iterable[str]) -> frozenset[str]:
+        """The indexed modules ``seeds`` import, transitively, with the seeds: ``import a.b`` and ``from a.b import
+        c`` reach ``a.b`` (and ``a.b.c`` when it is a module) and the packages above it, relative imports
+        resolved; each level's files loaded in one batch."""
+        known = {sf.module: sf for sf in self.index.files}
+        out: set[str] = set()
+        level = {m for m in seeds if m in known}
+        while level:
+            out |= level
+            nxt: set[str] = set()
+            for facts in self.index.load_files(known[m] for m in sorted(level)):
+                if facts.error is not None:
+                    continue
+                sf = known.get(facts.module)
+                here = facts.module if sf is not None and sf.is_package else facts.module.rpartition(".")[0]
+                for imp in facts.imports:
+                    if imp.level:
+                        parts = here.split(".")
+                        up = parts[:len(parts) - (imp.level - 1)] if imp.level > 1 else parts
+                        base = ".".join([*up, imp.module] if imp.module else up)
+                    else:
+                        base = imp.module
+                    names = [base, f"{base}.{imp.name}"] if imp.name else [base]
+                    parts = base.split(".")
+                    names += [".".join(parts[:i]) for i in range(1, len(parts))]
+                    nxt.update(n for n in names if n in known and n not in out)
+            level = nxt
+        return frozenset(out)
 
     def files_with(self, names: Sequence[str]) -> list[FileFacts]:
         return [f for f in self.index.load_files(self.words.containing(names)) if f.error is None]
@@ -302,6 +349,11 @@ def _table_entries(source: bytes, tables: Sequence[str]) -> list[tuple[str, str]
     return out
 
 
+def _area(module: str) -> str:
+    """The sub-package a module lies in: its first two name parts (``sglang.multimodal_gen``)."""
+    return ".".join(module.split(".")[:2])
+
+
 def _label(key: ClassKey) -> str:
     return f"{key[0]}.{key[1]}"
 
@@ -330,19 +382,23 @@ def select(index: Index, resolver: Resolver, spec: ModelSpec, config: Mapping[st
     entry = {_label(k) for k in members}
     excluded: dict[str, str] = {}
     diags: list[Diagnostic] = []
+    seeds = {k[0] for k in members}  # the modules whose imports are this deployment's code (see `imported`)
     for reg in spec.registries:
         value = flags.get(reg.flag)
-        if not value:
-            continue
         entries = s.entries(reg)
+        if not value:  # any of the registry's components may run: each one's module is the deployment's code
+            seeds |= {k[0] for found in entries.values() for k, _, _ in found}
+            continue
         flag = "--" + reg.flag.replace("_", "-")
         if value not in entries:
+            seeds |= {k[0] for found in entries.values() for k, _, _ in found}
             known = ", ".join(sorted(entries)) or "none found"
             diags.append(Diagnostic(flag, 0, f"{value}: no registered entry (known: {known}); its components are "
                                              "not selected", "config"))
             continue
         chosen = s.with_bases((k, d) for k, d, ok in entries[value] if ok)
         entry |= {_label(k) for k in chosen}
+        seeds |= {k[0] for k in chosen}
         what = reg.flag.replace("_", " ")
         for key, found in entries.items():
             for k, d, _ in found:
@@ -352,4 +408,4 @@ def select(index: Index, resolver: Resolver, spec: ModelSpec, config: Mapping[st
                     excluded[label] = f"model: {d.name} is not the selected {what} ({value}{by})"
     packages = tuple(m.rpartition(".")[0] + "." for m in model_modules)
     modules = {sf.module for sf in index.files if sf.module.startswith(packages)} if packages else set()
-    return ModelPath(model, frozenset(entry), frozenset(modules), excluded), diags
+    return ModelPath(model, frozenset(entry), frozenset(modules), excluded, s.imported(seeds)), diags

@@ -197,8 +197,6 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
         details.append(f"static vs measured: {format_check(f.cost.check)}")
     if f.fix:
         details.append(f"fix: {f.fix}")
-    if f.off_path:
-        details.append(f"off this deployment's path: {f.off_path}")
     return lines + [_INDENT + shown(d) for d in details]
 
 

@@ -141,11 +141,12 @@ def _tables(index: Index) -> _Tables:
 
 
 def _code_digest() -> str:
-    """castfind's own source: results carried by another version of the code are never replayed."""
+    """castfind's own source, every module of the package: results carried by another version of the code are
+    never replayed."""
     global _CODE
     if _CODE is None:
         h = hashlib.blake2b(digest_size=16)
-        pkg = Path(__file__).resolve().parent
+        pkg = Path(__file__).resolve().parents[1]  # castfind/, not castfind/store/ (this module's own folder)
         for p in sorted(pkg.rglob("*.py")):
             h.update(p.relative_to(pkg).as_posix().encode() + b"\0" + p.read_bytes())
         _CODE = h.hexdigest()
