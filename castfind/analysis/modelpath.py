@@ -25,7 +25,7 @@ import ast
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from castfind.analysis.resolve import Resolver
+from castfind.analysis.resolve import Resolver, absolute_module
 from castfind.core.rules import ModelSpec, Registry
 from castfind.core.types import Diagnostic, Finding
 from castfind.read.facts import Call, CallSite, Const, Definition, FileFacts, Guard, Seq, dotted, from_dotted
@@ -175,14 +175,9 @@ class _Selector:
                 if facts.error is not None:
                     continue
                 sf = known.get(facts.module)
-                here = facts.module if sf is not None and sf.is_package else facts.module.rpartition(".")[0]
+                package = sf is not None and sf.is_package
                 for imp in facts.imports:
-                    if imp.level:
-                        parts = here.split(".")
-                        up = parts[:len(parts) - (imp.level - 1)] if imp.level > 1 else parts
-                        base = ".".join([*up, imp.module] if imp.module else up)
-                    else:
-                        base = imp.module
+                    base = absolute_module(facts.module, package, imp)
                     names = [base, f"{base}.{imp.name}"] if imp.name else [base]
                     parts = base.split(".")
                     names += [".".join(parts[:i]) for i in range(1, len(parts))]
