@@ -254,3 +254,22 @@ def test_a_users_patterns_add_to_the_shipped_ones(tmp_path: Path) -> None:
     assert dep.evaluate("self.cfg.attn_choice == 'fa3'")[0] is True
     assert dep.evaluate("server_args.attention_backend == 'fa3'")[0] is True  # the shipped pattern still binds
     assert dep.evaluate("on_gpu()")[0] is True and dep.evaluate("_is_cuda")[0] is True
+
+
+def test_sarif_and_markdown_say_why_a_shown_finding_is_off_the_path() -> None:
+    """With --all-paths, the off-path findings are shown: SARIF carries the reason in the result's properties
+    (``offPath``), Markdown in the error's details; on the path neither says anything."""
+    r = run_castfind("scan", str(FIX), "--no-cache", "--attention-backend", "slow", "--all-paths", "--format", "sarif")
+    results = json.loads(r.stdout)["runs"][0]["results"]
+    off = [(res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            res["locations"][0]["physicalLocation"]["region"]["startLine"], res["properties"].get("offPath", ""))
+           for res in results]
+    assert [why for uri, line, why in off if uri.endswith(EITHER[0]) and line == EITHER[1]] == [
+        f"branch: {EITHER_TEST} is false on --attention-backend slow"]
+    assert sum(1 for *_, why in off if why) == 3
+    r = run_castfind("scan", str(FIX), "--no-cache", "--attention-backend", "slow", "--all-paths", "--format", "markdown")
+    said = [line for line in r.stdout.splitlines() if line.startswith("Off this deployment's path: branch: ")]
+    errors = [f for f in json.loads(run_castfind("scan", str(FIX), "--no-cache", "--attention-backend", "slow",
+                                                 "--all-paths", "--json").stdout)["findings"]
+              if f["off_path"] and f["severity"] == "error"]
+    assert len(said) == len(errors) > 0

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -54,3 +55,15 @@ def test_choosing_rules_examples_run_as_written(tmp_path: Path) -> None:
             assert proc.stdout.splitlines()[-1] == lines[i + 1], line
             ran += 1
     assert ran == 6
+
+
+def test_the_options_table_names_each_json_finding_key_once() -> None:
+    """The scan options table has one ``--json`` row, and it lists exactly the keys a finding's JSON record has
+    (a merge once left three rows, each naming a different subset)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.splitlines() if line.startswith('| `--json` | `{"findings": [{')]
+    assert len(rows) == 1
+    listed = re.findall(r'"(\w+)"', rows[0][:rows[0].index("}]")])
+    r = run_castfind("scan", str(REPO / "fixtures/scan"), "--no-cache", "--json")
+    record = json.loads(r.stdout)["findings"][0]
+    assert listed[1:] == list(record)  # listed[0] is "findings"

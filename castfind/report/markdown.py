@@ -214,6 +214,8 @@ def _details(f: Finding) -> list[str]:
     out = [f"<details><summary>{head}</summary>", "", table_text(f.message), ""]
     if f.conditions:
         out += [f"Only when: {code_span(format_conditions(f.conditions, f.root))}", ""]
+    if f.off_path:
+        out += [f"Off this deployment's path: {table_text(f.off_path)}", ""]
     out += ["```mermaid", flowchart(f), "```", ""]
     if f.cost is not None or f.runtime is not None:
         out += [f"cost: {cost} · measured: {measured_cell(f)}", ""]

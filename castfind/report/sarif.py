@@ -150,6 +150,8 @@ def _result(f: Finding, index: int, fp: str, folder: str, base_id: str) -> dict[
         properties["conditions"] = [c.to_dict() for c in f.conditions]
     if f.guess is not None:
         properties["guess"] = f.guess.to_dict()
+    if f.off_path:
+        properties["offPath"] = f.off_path
     if f.runtime is not None:
         properties["runtime"] = f.runtime.to_dict()
     if f.cost is not None:
