@@ -59,3 +59,44 @@ def test_a_star_import_of_a_module_that_only_mentions_the_name_in_prose_is_not_p
 ])
 def test_may_bind_is_false_only_when_no_code_names_it(source: bytes, binds: bool):
     assert may_bind(source, "Thing") is binds
+
+
+def _run(args: list[str]) -> tuple[int | None, str]:
+    """(exit code, stdout) of the quick path (None: it did not answer) or of the full command line."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from castfind import quick
+
+    out = io.StringIO()
+    with redirect_stdout(out), redirect_stderr(io.StringIO()):
+        code = quick.carried_where(args)
+    return code, out.getvalue()
+
+
+def _full(args: list[str]) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from castfind import cli
+
+    r = CliRunner().invoke(cli.app, args)
+    return r.exit_code, r.stdout
+
+
+def test_the_quick_path_honours_the_time_budget(tmp_path: Path):
+    args = ["where", "relay.Blender", "--root", str(ROOT), "--cache-dir", str(tmp_path), "--json"]
+    tiny = [*args, "--time-budget", "1e-9"]
+    cut = _full(tiny)
+    assert cut[0] == 0 and "not searched (time budget)" in cut[1]
+    _full(tiny)  # cut twice in a row: it stands for lookups given no more time
+    assert _run(tiny) == (0, cut[1])
+    # More time, or none: the cut answer is not replayed; the full path computes the whole one.
+    assert _run([*args, "--time-budget", "5"]) == (None, "")
+    assert _run([*args, "--time-budget", "0"]) == (None, "")
+    whole = _full([*args, "--time-budget", "0"])
+    assert "not searched" not in whole[1]
+    # A whole answer stands for any budget, given as an option or not.
+    assert _run([*args, "--time-budget", "5"]) == whole
+    assert _run([*args, "--time-budget", "1e-9"]) == whole
+    assert _run(args) == whole
+    assert _run([*args, "--time-budget", "soon"]) == (None, "")  # the full path says what is wrong
