@@ -4,7 +4,8 @@ For each codebase, ``where`` of 20 public names, each as its own process (``pyth
 where NAME --json``): once cold (an empty cache of its own) and then ``--warm`` times warm (the same
 cache again; a name's warm time is the median of those runs, as the issue's "median of 5, whole
 process" asks). Prints, per codebase, the slowest cold and warm lookup, the names that found nothing,
-and the median warm time; ``--json FILE`` writes every measurement.
+and the median warm time; each cold lookup is printed with its CPU time (user + system, the process and
+its workers) and the machine's 1-minute load average as it started; ``--json FILE`` writes every measurement.
 
 The codebases: sglang+flashinfer and transformers (``make corpus``), torch's installed sources, and jax
 (an optional part of ``scripts/fetch_corpus.py``, fetched into the corpus folder when missing).
@@ -178,14 +179,16 @@ def _run(a: argparse.Namespace, load: _Load | None) -> None:
             with tempfile.TemporaryDirectory() as d:
                 if load is not None:
                     load.poll()
+                load_avg = os.getloadavg()[0]  # the machine's 1-minute load as the cold lookup starts
                 cold = _where(name, roots, Path(d))
                 warms = [_where(name, roots, Path(d)) for _ in range(max(1, a.warm))]
             warm = (statistics.median(w[0] for w in warms), warms[-1][1], warms[-1][2])
             warm_cpu = statistics.median(w[4] for w in warms)
             rows.append({"codebase": base, "name": name, "cold_s": cold[0], "warm_s": warm[0],
                          "warm_runs_s": [w[0] for w in warms], "rc": warm[1], "definitions": warm[2],
-                         "cold_cut": cold[3], "cold_cpu_s": cold[4], "warm_cpu_s": warm_cpu})
-            print(f"{base:18} {name:60} cold {cold[0]:6.2f}s{' (cut)' if cold[3] else '      '}  "
+                         "cold_cut": cold[3], "cold_cpu_s": cold[4], "warm_cpu_s": warm_cpu, "load": load_avg})
+            print(f"{base:18} {name:60} cold {cold[0]:6.2f}s{' (cut)' if cold[3] else '      '} "
+                  f"(cpu {cold[4]:5.2f}s, load {load_avg:4.1f})  "
                   f"warm {warm[0]:5.2f}s (max {max(w[0] for w in warms):5.2f}s, cpu {warm_cpu:4.2f}s)  "
                   f"defs {warm[2]}", flush=True)
         mine = [r for r in rows if r["codebase"] == base]
@@ -195,7 +198,9 @@ def _run(a: argparse.Namespace, load: _Load | None) -> None:
             missing = [r["name"] for r in mine if not r["definitions"]]
             over = sum(1 for r in mine if r["warm_s"] > 0.3)
             runs = [t for r in mine for t in r["warm_runs_s"]]
-            print(f"== {base}: slowest cold {c['cold_s']:.2f}s ({c['name']}), median cold "
+            print(f"== {base}: slowest cold {c['cold_s']:.2f}s ({c['name']}, cpu {c['cold_cpu_s']:.2f}s, load "
+                  f"{c['load']:.1f}), cold CPU max {max(r['cold_cpu_s'] for r in mine):.2f}s, load "
+                  f"{min(r['load'] for r in mine):.1f}-{max(r['load'] for r in mine):.1f}, median cold "
                   f"{statistics.median(r['cold_s'] for r in mine):.2f}s, slowest warm {w['warm_s']:.2f}s "
                   f"({w['name']}), median warm {statistics.median(r['warm_s'] for r in mine):.2f}s, "
                   f"slowest warm run {max(runs):.2f}s, warm over 0.3 s: {over} of {len(mine)}, "

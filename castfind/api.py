@@ -28,15 +28,17 @@ def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
     ``$CASTFIND_WHERE_TIME_BUDGET``; 0: none). Raises ConfigError, and WhereError for a bad query or budget.
     """
     index_options.setdefault("follow_installed", True)
-    return _where_on(open_index(roots, **index_options), symbol, roots, at, report_exclude, budget, seconds)
+    started = time.monotonic()  # the time budget covers opening the index too
+    return _where_on(open_index(roots, **index_options), symbol, roots, at, report_exclude, budget, seconds, started)
 
 
 def _where_on(index: pipeline.Index, symbol: str, roots: list[str], at: tuple[str, int] | None,
-              report_exclude: tuple[str, ...] | None, budget: int | None, seconds: float | None) -> WhereResult:
+              report_exclude: tuple[str, ...] | None, budget: int | None, seconds: float | None,
+              started: float) -> WhereResult:
     if report_exclude is None:
         report_exclude = report_exclude_for(roots)
     try:
-        return _where(index, symbol, at, report_exclude, budget, seconds)
+        return _where(index, symbol, at, report_exclude, budget, seconds, started)
     finally:
         index.save()
 
@@ -100,11 +102,12 @@ class Session:
         wheels); its answers are :func:`where`'s on the tree as it was then. It touches nothing :meth:`scan` and
         :meth:`persist` use but the cache (SQLite, safe across connections): it may run beside them."""
         index_options.setdefault("follow_installed", True)
+        started = time.monotonic()
         key = (tuple(roots), sorted(index_options.items(), key=lambda kv: kv[0]))
         kept = self._where
         if kept is None or kept[0] != key or time.monotonic() - kept[2] > self.WHERE_FRESH_S:
             kept = self._where = (key, open_index(roots, **index_options), time.monotonic())
-        return _where_on(kept[1], symbol, roots, at, report_exclude, budget, seconds)
+        return _where_on(kept[1], symbol, roots, at, report_exclude, budget, seconds, started)
 
     def scan(self, request: pipeline.ScanRequest) -> ScanRun:
         """:func:`scan` of ``request``, warm; raises what it raises (then the next scan starts cold)."""

@@ -104,7 +104,7 @@ WHERE: tuple[Option, ...] = (
     Option("time_budget", ("--time-budget",), float | None, None,
            "Stop parsing and resolving after this many seconds (default 6, or $CASTFIND_WHERE_TIME_BUDGET; "
            "0: no limit); what is left is listed under unresolved; an answer cut twice in a row is cached for "
-           "lookups given no more time.", metavar="SECONDS"),
+           "lookups given no more time.", metavar="SECONDS", quick=True),
 )
 
 # --------------------------------------------------------------------------- scan

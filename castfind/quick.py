@@ -109,6 +109,11 @@ def _where(parsed: SimpleNamespace) -> Printed | None:
 
     roots = list(parsed.root)
     try:
+        # --time-budget: a cut answer stands only for a lookup given no more time than the one it cut.
+        seconds = None if parsed.time_budget is None else float(parsed.time_budget)
+    except ValueError:
+        return None  # the full command says what is wrong with it
+    try:
         report_exclude = report_exclude_for(roots)
         folder = ensure_folder(parsed.cache_dir or default_cache_dir(), "")
     except (ConfigError, OutputPathError, OSError):
@@ -122,7 +127,7 @@ def _where(parsed: SimpleNamespace) -> Printed | None:
         index = Index.from_roots(roots or ["."], exclude=parsed.exclude, max_file_size=parsed.max_file_size,
                                  cache=cache, jobs=parsed.jobs or (os.cpu_count() or 1),
                                  follow_installed=parsed.follow_installed)
-        res = carried_answer(index, parsed.operands[0], report_exclude)  # the time budget: $CASTFIND_WHERE_TIME_BUDGET or the default
+        res = carried_answer(index, parsed.operands[0], report_exclude, seconds=seconds)
         if res is None or cache.notices:
             return None
         index.save()

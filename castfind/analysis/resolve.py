@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from castfind.core.sourcetext import may_bind
 from castfind.core.types import Hop, HopKind
 from castfind.read.facts import (
     Assign,
@@ -57,13 +58,14 @@ TargetKind = Literal["def", "module", "variable", "alias", "instance", "param", 
 
 
 class Clock:
-    """A time budget of ``seconds`` (None: none), counted from its creation. :meth:`spent` says whether it
-    ran out; once it has, :attr:`out` stays True (an answer cut by it is not the full answer)."""
+    """A time budget of ``seconds`` (None: none), counted from ``start`` (a :func:`time.monotonic` reading:
+    when the work it bounds began, default now). :meth:`spent` says whether it ran out; once it has,
+    :attr:`out` stays True (an answer cut by it is not the full answer)."""
 
-    def __init__(self, seconds: float | None) -> None:
+    def __init__(self, seconds: float | None, start: float | None = None) -> None:
         #: The budget as given, in seconds (None: none).
         self.seconds = seconds
-        self._end = None if seconds is None else time.monotonic() + seconds
+        self._end = None if seconds is None else (time.monotonic() if start is None else start) + seconds
         self.out = False
 
     def fits(self, seconds: float) -> bool:
@@ -297,8 +299,15 @@ class Resolver:
     def star_exports(self, module: str, name: str) -> bool:
         """Does ``from module import *`` bind ``name``? Demand-driven: a star import is followed only
         into modules that hold the name or whose package does (``from .models import *`` of a few
-        hundred packages reads one)."""
+        hundred packages reads one), and a module not parsed yet is parsed only when its code could bind
+        the name (:func:`~castfind.core.sourcetext.may_bind`: a 230 KB module whose docstrings mention a
+        name its package provides lazily is not parsed to learn that it does not define it)."""
         def compute() -> bool:
+            sf = self.modules.file(module)
+            if sf is None:
+                return False
+            if self.index.load_known([sf]) and not may_bind(self.index.data(sf), name):
+                return False
             facts = self.modules.facts(module)
             if facts is None:
                 return False

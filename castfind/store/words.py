@@ -17,29 +17,13 @@ import weakref
 from array import array
 from collections.abc import Iterable
 
+from castfind.core.sourcetext import has_word
 from castfind.store.discover import SourceFile
 from castfind.store.index import Index
 
 # After this many text look-ups, switch to per-file identifier sets.
 _SCAN_QUERIES = 12
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _is_ident_byte(b: int) -> bool:
-    return b == 95 or 48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122
-
-
-def has_word(data: bytes, word: bytes) -> bool:
-    """``word`` occurs in ``data`` with no identifier character on either side."""
-    i = data.find(word)
-    n = len(word)
-    while i >= 0:
-        before = data[i - 1] if i > 0 else 32
-        after = data[i + n] if i + n < len(data) else 32
-        if not _is_ident_byte(before) and not _is_ident_byte(after):
-            return True
-        i = data.find(word, i + 1)
-    return False
 
 
 class _Postings:

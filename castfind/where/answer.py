@@ -33,11 +33,13 @@ from castfind.store.modules import Modules
 DEFAULT_PARSE_BUDGET = 512 * 1024  # --parse-budget 512K
 
 
-#: Seconds one lookup may spend parsing and resolving (the definition chain, aliases, call sites) before
-#: what is left is named in ``unresolved``. PERF: a person waits for ``where``; 10 s cold, whole process, on
-#: two loaded cores is the bound; starting Python, importing castfind and discovering the roots of both
-#: wheels take ~1.5 s of it there. A parse cannot stop halfway: one that would not end within the budget at
-#: the rate measured is not started. None: no budget (``--time-budget 0``).
+#: Seconds one lookup may spend, counted from before its index is opened, before what is left of its search
+#: for aliases and call sites (and a bare name's bindings) is named in ``unresolved``. The definition chain
+#: of a dotted name or ``--at`` is resolved first and whole, past it: a lookup out of time still says where
+#: the symbol is defined. PERF: a person waits for ``where``; 10 s cold, whole process, on two loaded cores
+#: is the bound; starting Python and importing castfind come before the clock, storing the answer (the tree's
+#: digest: every file's content key) after it. A parse cannot stop halfway: one that would not end within
+#: the budget at the rate measured is not started. None: no budget (``--time-budget 0``).
 DEFAULT_TIME_BUDGET = 6.0
 #: The environment variable that sets the time budget when ``--time-budget`` is not given (0: none).
 #: The test suite sets it to 0: an answer must not depend on how loaded the machine is.

@@ -533,7 +533,8 @@ def _names_string(call: Call, names: set[str]) -> bool:
 
 def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
           report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE,
-          budget: int | None = DEFAULT_PARSE_BUDGET, seconds: float | None = None) -> WhereResult:
+          budget: int | None = DEFAULT_PARSE_BUDGET, seconds: float | None = None,
+          started: float | None = None) -> WhereResult:
     """Resolve ``symbol`` over ``index``. Raises :class:`WhereError` for a malformed query.
 
     Call sites in files ``report_exclude`` matches are marked ``test``; the top-level packages
@@ -545,9 +546,13 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     (``stats["time_out"]``) is stored with that budget; cut twice in a row
     (:data:`~castfind.where.answer.REPLAY_AFTER_CUTS`), it is carried to lookups given no more time (PERF: a
     warm lookup on a loaded machine replays it instead of being cut again, whole seconds each time); a
-    lookup with more time, or none, computes the whole answer and stores it over the cut one."""
+    lookup with more time, or none, computes the whole answer and stores it over the cut one. ``started``:
+    when the lookup began (a :func:`time.monotonic` reading taken before its index was opened, as
+    :func:`castfind.api.where` does; default now): the time budget covers the index too. The definition
+    is resolved first and whole, whatever the clock says; the clock then bounds the aliases and call
+    sites, and what it leaves is named in ``unresolved``."""
     check_symbol(symbol)
-    clock = Clock(time_budget(seconds))
+    clock = Clock(time_budget(seconds), started)
     key = answer_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
     if key is not None:
         got = load_answer(index, key, clock.seconds)
@@ -569,11 +574,18 @@ def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
     packages = package_roots(index.files, report_exclude)
     q = _Query(index, symbol, report_exclude, budget, clock)
     try:
-        if at is not None:
-            q.at(*at)
-        elif "." in symbol:
-            if not q.dotted():
-                q.class_member()
+        if at is not None or "." in symbol:
+            # The definition first and whole: its chain parses the modules it goes through (a few; the
+            # step budget bounds it) past the clock, which then bounds the aliases and call sites. A bare
+            # name's bindings are a search of the files that mention it: the clock bounds that one.
+            guard, q.r.modules.guard = q.r.modules.guard, None
+            try:
+                if at is not None:
+                    q.at(*at)
+                elif not q.dotted():
+                    q.class_member()
+            finally:
+                q.r.modules.guard = guard
         else:
             q.bare()
     except OutOfTime:
