@@ -220,3 +220,19 @@ def test_a_session_persists_from_another_thread_than_the_one_that_scanned(tree, 
     plan = api.pipeline.plan(request)  # a fresh plan of the same scan on the same tree: the whole outcome stored
     assert plan.carried is not None and plan.index.cache is not None
     plan.index.cache.close()
+
+
+def test_a_lookup_on_a_cache_that_cannot_be_written_says_so(tree, tmp_path):
+    """A cache that turned read-only stores no answer, so every lookup computes: the answer says why, as a scan's
+    report does (a ``cache`` diagnostic), and the language server logs it."""
+    session = Session()
+    roots = [str(tree)]
+    first = session.where("forward_decode", roots, cache_dir=str(tmp_path / "c"))
+    assert not any(d.kind == "cache" for d in first.diagnostics)
+    kept = session._where
+    assert kept is not None and kept[1].cache is not None
+    kept[1].cache._unwritable("disk full")  # what a failed write does
+    again = session.where("forward_decode", roots, cache_dir=str(tmp_path / "c"))
+    notes = [d for d in again.diagnostics if d.kind == "cache"]
+    assert len(notes) == 1 and "cannot write to the cache (disk full)" in notes[0].message
+    assert again.definitions == first.definitions
