@@ -3,8 +3,8 @@
 For each codebase, ``where`` of 20 public names, each as its own process (``python -m castfind
 where NAME --json``): once cold (an empty cache of its own) and then ``--warm`` times warm (the same
 cache again; a name's warm time is the median of those runs, as the issue's "median of 5, whole
-process" asks; castfind's bytecode cached, as an installed castfind has it). Prints, per codebase, the slowest cold and warm lookup, the names that found nothing,
-and the median warm time; ``--json FILE`` writes every measurement.
+process" asks; castfind's bytecode cached, as an installed castfind has it). Prints, per codebase, the
+slowest cold and warm lookup, the names that found nothing, and the median warm time; ``--json FILE`` writes every measurement.
 
 The codebases: sglang+flashinfer and transformers (``make corpus``), torch's installed sources, and jax
 (an optional part of ``scripts/fetch_corpus.py``, fetched into the corpus folder when missing).
