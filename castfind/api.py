@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from castfind import pipeline
 from castfind.core.config import report_exclude_for
 from castfind.core.heap import survivors_frozen
+from castfind.core.types import Diagnostic
 from castfind.pipeline import ScanRun, open_index
 from castfind.where.lookup import DEFAULT_PARSE_BUDGET, WhereResult
 from castfind.where.lookup import where as _where
@@ -38,9 +40,20 @@ def _where_on(index: pipeline.Index, symbol: str, roots: list[str], at: tuple[st
     if report_exclude is None:
         report_exclude = report_exclude_for(roots)
     try:
-        return _where(index, symbol, at, report_exclude, budget, seconds, started)
+        res = _where(index, symbol, at, report_exclude, budget, seconds, started)
     finally:
         index.save()
+    return _with_cache_notices(res, index)
+
+
+def _with_cache_notices(res: WhereResult, index: pipeline.Index) -> WhereResult:
+    """``res`` with what the cache noticed (a damaged cache rebuilt, one that cannot be written: then no answer
+    is stored and the next lookup computes again) as ``cache`` diagnostics, as a scan reports them."""
+    if index.cache is None or not index.cache.notices:
+        return res
+    seen = {d.message for d in res.diagnostics}
+    fresh = tuple(Diagnostic(str(index.cache.path), 0, n, "cache") for n in index.cache.notices if n not in seen)
+    return replace(res, diagnostics=(*res.diagnostics, *fresh)) if fresh else res
 
 
 def scan(request: pipeline.ScanRequest | Sequence[str], **options: Any) -> ScanRun:
@@ -135,11 +148,16 @@ class Session:
         """The last scan's index (the next scan takes it over), or None when it left nothing warm."""
         return self._warm.index if self._warm is not None else None
 
-    def persist(self) -> None:
-        """Write what the last scan carries (its stat and tree indexes, its steps; :func:`pipeline.save_memo`)."""
+    def persist(self) -> list[str]:
+        """Write what the last scan carries (its stat and tree indexes, its steps; :func:`pipeline.save_memo`);
+        returns what the cache noticed meanwhile (a write that failed: the next process starts colder)."""
         unsaved, self._unsaved = self._unsaved, None
-        if unsaved is not None:
-            pipeline.save_memo(*unsaved)
+        if unsaved is None:
+            return []
+        cache = unsaved[0].index.cache
+        before = len(cache.notices) if cache is not None else 0
+        pipeline.save_memo(*unsaved)
+        return cache.notices[before:] if cache is not None else []
 
 
 def _scan(scan_plan: pipeline.ScanPlan) -> ScanRun:

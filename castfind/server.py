@@ -31,7 +31,6 @@ import re
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -302,22 +301,23 @@ class CastfindServer(LanguageServer):
                 value = lsp.WorkDoneProgressReport(message=f"{done}/{total} files", percentage=100 * done // max(total, 1))
                 loop.call_soon_threadsafe(self.work_done_progress.report, token, value)
 
-        def whole() -> Any:
+        def whole() -> list[str]:
             request = pipeline.ScanRequest(
                 paths=folder.roots, rules=tuple(str(r) for r in folder.config.rules), exclude=folder.config.exclude,
                 entry_points=folder.config.entry_points, index=pipeline.IndexOptions(cache_dir=self.cache_dir, progress=report))
             session = self.session(folder)
-            got = session.scan(request)
-            session.persist()
+            session.scan(request)
+            notices = session.persist()
             settle()  # PERF: the warm state out of the collector's walks (castfind.core.heap)
             # PERF: a save re-extracts its file in this process (one file: no worker); libcst and the extractor
             # are imported now, not on the first save (half a second).
             import castfind.read.extract  # noqa: F401
-            return got
+            return notices
 
         try:
             async with self.lock:
-                await asyncio.to_thread(whole)
+                for notice in await asyncio.to_thread(whole):
+                    self.log(f"castfind: {notice}")
         except (RuleError, ConfigError, DiscoveryError, ValueError, OSError) as exc:
             self.log(f"castfind: {exc}")
         except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
@@ -386,7 +386,8 @@ class CastfindServer(LanguageServer):
     async def persist(self, folder: Folder, session: api.Session) -> None:
         """Write what ``session`` carries now (a failure is logged; the server goes on)."""
         try:
-            await asyncio.to_thread(session.persist)
+            for notice in await asyncio.to_thread(session.persist):
+                self.log(f"castfind: {notice}")
         except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
             self.log(internal(f"saving the carried results of {folder.path}", exc), lsp.MessageType.Error)
 
@@ -426,33 +427,39 @@ class CastfindServer(LanguageServer):
         """The locations :func:`definitions` answers (a problem logged)."""
         async with self.where_lock:  # not behind a scan's or persist's lock: a lookup uses an index of its own
             try:
-                found, problem = await asyncio.to_thread(definitions, folder, symbol, file, position.line + 1,
-                                                         self.cache_dir, self.session(folder))
+                found, notes = await asyncio.to_thread(definitions, folder, symbol, file, position.line + 1,
+                                                       self.cache_dir, self.session(folder))
             except Exception as exc:  # noqa: BLE001 - the server must survive; the message names it
-                found, problem = [], internal(f"definition of {symbol}", exc)
+                found, notes = [], [(internal(f"definition of {symbol}", exc), lsp.MessageType.Info)]
             freeze_all()  # PERF: as after a scan
-        if problem:
-            self.log(problem, lsp.MessageType.Info)
+        for message, kind in notes:
+            self.log(message, kind)
         return found
 
 
 def definitions(folder: Folder, symbol: str, file: str, line: int, cache_dir: str | None,
-                session: api.Session | None = None) -> tuple[list[lsp.Location], str | None]:
+                session: api.Session | None = None) -> tuple[list[lsp.Location], list[tuple[str, lsp.MessageType]]]:
     """Where ``symbol`` as used at ``file:line`` is defined (the chain's final definitions; resolved ones first,
-    a dynamic receiver's candidates only when nothing resolved), and the problem that stopped the lookup, if any.
+    a dynamic receiver's candidates only when nothing resolved), and the messages to log: how the answer was
+    had (``carried``: the stored answer read back; ``computed``, with the files parsed), what the cache noticed
+    (one that cannot be written stores no answer: every lookup computes), or the problem that stopped the lookup.
     ``session``: the folder's warm state (:meth:`castfind.api.Session.where`)."""
     lookup = session.where if session is not None else api.where
     try:
         res = lookup(symbol, list(folder.roots), (file, line), exclude=folder.config.exclude, cache_dir=cache_dir)
     except (WhereError, ConfigError, DiscoveryError, OSError) as exc:
-        return [], f"castfind: definition of {symbol}: {exc}"
+        return [], [(f"castfind: definition of {symbol}: {exc}", lsp.MessageType.Info)]
+    outcome = res.stats.get("outcome", "computed")
+    how = "answer carried" if outcome == "carried" else f"answer {outcome} ({res.stats.get('parsed', 0)} files parsed)"
+    notes = [(f"castfind: definition of {symbol} at {file}:{line}: {how}", lsp.MessageType.Log)]
+    notes += [(f"castfind: {d}", lsp.MessageType.Warning) for d in res.diagnostics if d.kind == "cache"]
     found = [d for d in res.definitions if not d.dynamic] or list(res.definitions)
     out = []
     for d in found:
         target = os.path.abspath(os.path.join(d.root, d.path))
         at = lsp.Position(max(d.line - 1, 0), 0)
         out.append(lsp.Location(from_fs_path(target) or target, lsp.Range(at, at)))
-    return out, None
+    return out, notes
 
 
 def _folders_of(params: lsp.InitializeParams) -> list[str]:

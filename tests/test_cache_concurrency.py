@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 
 from castfind.store.cache import Cache
 from tests.support import REPO
@@ -170,3 +171,26 @@ def test_a_full_disk_keeps_a_healthy_cache_and_says_so_once(tmp_path):
         assert doc["stats"]["outcome"] == "carried"  # written once there was space
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_cache_opened_in_one_thread_reads_and_writes_in_another(tmp_path):
+    """One thread at a time, not always the opener (the language server's worker threads): no failure, no
+    read-only cache, the rows written in one thread read back in another."""
+    import threading
+
+    box: list[Cache] = []
+    done = threading.Event()
+    opener = threading.Thread(target=lambda: (box.append(Cache(tmp_path / "c")), done.wait()))  # alive: its id not reused
+    opener.start()
+    while not box:
+        time.sleep(0.01)
+    cache = box[0]
+    cache.put_memo("k", b"one")
+    got: list = []
+    other = threading.Thread(target=lambda: (cache.put_memo("j", b"two"), got.append(cache.get_memo("k"))))
+    other.start()
+    other.join()
+    done.set()
+    opener.join()
+    assert got == [b"one"] and cache.get_memo("j") == b"two"
+    assert not cache.read_only and cache.notices == []

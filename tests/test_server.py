@@ -148,6 +148,14 @@ async def test_definition_follows_the_alias_and_the_re_export_into_the_other_pac
     target = got[0]
     assert isinstance(target, lsp.Location)
     assert target.uri == _file(client, "kernels/kernels/paged.py")[1] and target.range.start.line == 3
+    # The same request again reads its stored answer back (the server logs how each answer was had).
+    again = await client.text_document_definition_async(lsp.DefinitionParams(
+        lsp.TextDocumentIdentifier(uri=uri), lsp.Position(line, 16)))
+    assert again == got
+    said = [m.message.rsplit(": ", 1)[-1] for m in client.log_messages
+            if m.message.startswith("castfind: definition of run_decode at ")]
+    assert len(said) == 2 and said[0].startswith("answer computed (") and said[1] == "answer carried", said
+    assert not [m.message for m in client.log_messages if "cache" in m.message and "cannot" in m.message]
     # A name nothing defines: an empty answer, not an error.
     line = path.read_text().splitlines().index("        return missing_kernel(out)")
     assert await client.text_document_definition_async(lsp.DefinitionParams(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -146,3 +147,92 @@ def test_a_reused_lookup_index_reads_back_an_answer_that_joined_an_installed_pac
     assert first.definitions and first.stats["outcome"] == "computed"  # yaml joined the index, installed
     again = session.where("yaml.safe_load", roots, cache_dir=str(tmp_path / "c"))
     assert again.stats["outcome"] == "carried" and again.definitions == first.definitions
+
+
+class _Threads:
+    """Runs each call in a thread of its own that stays alive until :meth:`close` (a thread that ended may pass its
+    id on to the next, and SQLite's same-thread check compares ids), as ``asyncio.to_thread`` may hand each server
+    request another worker."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.workers: list[threading.Thread] = []
+
+    def run(self, fn):
+        out: list = []
+        ran = threading.Event()
+
+        def body() -> None:
+            try:
+                out.append(fn())
+            finally:
+                ran.set()
+            self.done.wait()
+
+        self.workers.append(worker := threading.Thread(target=body))
+        worker.start()
+        ran.wait()
+        assert out, "the call raised (its traceback is above)"
+        return out[0]
+
+    def close(self) -> None:
+        self.done.set()
+        for w in self.workers:
+            w.join()
+
+
+@pytest.fixture
+def threads():
+    pool = _Threads()
+    yield pool
+    pool.close()
+
+
+def test_a_lookup_in_another_thread_reads_back_the_answer_the_last_one_stored(tree, tmp_path, threads):
+    """The language server runs each definition request in a worker thread of its own choosing and keeps the
+    lookup index (with its cache) between them: the second lookup, in another thread, reads back the answer the
+    first stored, and the cache stays writable. (With the SQLite connection bound to the thread that opened it,
+    the second lookup's read failed, the cache turned read-only and the answer was computed again.)"""
+    session = Session()
+    roots = [str(tree)]
+    ask = lambda: session.where("forward_decode", roots, cache_dir=str(tmp_path / "c"))  # noqa: E731
+    first = threads.run(ask)
+    second = threads.run(ask)
+    assert first.stats["outcome"] == "computed" and second.stats["outcome"] == "carried"
+    assert second.definitions == first.definitions
+    assert not any(d.kind == "cache" for d in second.diagnostics)
+    kept = session._where
+    assert kept is not None and kept[1].cache is not None
+    assert not kept[1].cache.read_only and kept[1].cache.notices == []
+
+
+def test_a_session_persists_from_another_thread_than_the_one_that_scanned(tree, tmp_path, threads):
+    """The server scans in one worker thread and writes the carried results later, in whichever thread is free:
+    the write lands (a fresh process's scan then replays every step) instead of failing as a read-only cache."""
+    cache = str(tmp_path / "c")
+    request = api.pipeline.ScanRequest(paths=(str(tree),), index=api.pipeline.IndexOptions(cache_dir=cache, jobs=1))
+    session = Session()
+    threads.run(lambda: session.scan(request))
+    kept = session._unsaved
+    assert kept is not None and kept[0].index.cache is not None
+    threads.run(session.persist)
+    assert not kept[0].index.cache.read_only and kept[0].index.cache.notices == []
+    plan = api.pipeline.plan(request)  # a fresh plan of the same scan on the same tree: the whole outcome stored
+    assert plan.carried is not None and plan.index.cache is not None
+    plan.index.cache.close()
+
+
+def test_a_lookup_on_a_cache_that_cannot_be_written_says_so(tree, tmp_path):
+    """A cache that turned read-only stores no answer, so every lookup computes: the answer says why, as a scan's
+    report does (a ``cache`` diagnostic), and the language server logs it."""
+    session = Session()
+    roots = [str(tree)]
+    first = session.where("forward_decode", roots, cache_dir=str(tmp_path / "c"))
+    assert not any(d.kind == "cache" for d in first.diagnostics)
+    kept = session._where
+    assert kept is not None and kept[1].cache is not None
+    kept[1].cache._unwritable("disk full")  # what a failed write does
+    again = session.where("forward_decode", roots, cache_dir=str(tmp_path / "c"))
+    notes = [d for d in again.diagnostics if d.kind == "cache"]
+    assert len(notes) == 1 and "cannot write to the cache (disk full)" in notes[0].message
+    assert again.definitions == first.definitions

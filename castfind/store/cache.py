@@ -86,6 +86,13 @@ class Cache:
 
     ``notices`` collects one-line messages (a corrupt cache rebuilt, a cache that cannot be written) for the
     caller to report.
+
+    One thread at a time, not always the one that opened it: the language server keeps a lookup's index (and its
+    cache) for the next lookups and persists a scan's results later, each request in whichever worker thread
+    ``asyncio.to_thread`` gives it, under the server's locks. So the connection is not bound to its thread
+    (``check_same_thread=False``; Python's SQLite is built serialized). Bound, every use from another thread
+    failed, the cache turned read-only for the rest of the process and each such lookup recomputed its answer
+    and could not store it.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -99,7 +106,7 @@ class Cache:
 
     def _connect(self) -> sqlite3.Connection:
         self.directory.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -127,7 +134,7 @@ class Cache:
             return
         try:
             conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
-                                   isolation_level=None)
+                                   isolation_level=None, check_same_thread=False)
             conn.execute("SELECT count(*) FROM meta").fetchone()
             self._conn = conn
         except sqlite3.Error:
