@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -556,7 +556,9 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     kept, deselected = _select(scan_plan, kept)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
     kept, off_model, model_diags = _model_path(scan_plan, kept)
-    kept, off_path = _deployment_path(scan_plan, kept)
+    graph = _graph_once(scan_plan)
+    kept, off_path = _deployment_path(scan_plan, kept, graph)
+    kept = _steps(scan_plan, kept, graph)
     kept, cost_diags = _costs(scan_plan, kept)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
     diags = [*out.diagnostics, *sup.diagnostics, *model_diags, *cost_diags]
@@ -589,22 +591,53 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
                    out.explanations, wrote, out.stops, scan_plan.packages)
 
 
-def _deployment_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], dict[str, int]]:
+def _deployment_path(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any]
+                     ) -> tuple[list[Finding], dict[str, int]]:
     """The findings with their ``off_path`` set under ``--platform`` and the server flags
     (:mod:`castfind.analysis.deployment`), those off the path left out unless ``--all-paths``, and how many
     were left out (``{"branch": N}``; empty when no flag binds)."""
     from castfind.analysis import deployment
 
     req = scan_plan.request.cost
-    dep = deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
-                                   kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
+    dep = _deployment(scan_plan)
     if not dep.active:
         return found, {}
-    marked = deployment.prune(found, dep, lambda: _call_graph(scan_plan), deployment.facts_reader(scan_plan.index))
+    marked = deployment.prune(found, dep, graph, deployment.facts_reader(scan_plan.index))
     if req.all_paths:
         return marked, {}
     kept = [f for f in marked if not f.off_path.startswith("branch: ")]
     return kept, ({"branch": len(marked) - len(kept)} if len(kept) < len(marked) else {})
+
+
+def _deployment(scan_plan: ScanPlan) -> Any:
+    """The plan's platform and server flags, bound (:class:`castfind.analysis.deployment.Deployment`)."""
+    from castfind.analysis import deployment
+
+    req = scan_plan.request.cost
+    return deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
+                                    kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
+
+
+def _steps(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any]) -> list[Finding]:
+    """On a deployment scan, each finding on the path with the steps of the serving loop it runs on
+    (:func:`castfind.analysis.deployment.steps`); without deployment flags the findings as they are."""
+    from castfind.analysis import deployment
+
+    if not deployment_given(scan_plan.request.cost):
+        return found
+    return deployment.steps(found, scan_plan.ruleset, _deployment(scan_plan), graph)
+
+
+def _graph_once(scan_plan: ScanPlan) -> Callable[[], Any]:
+    """:func:`_call_graph`, built on the first call and shared by the deployment's steps after the engine."""
+    built: list[Any] = []
+
+    def get() -> Any:
+        if not built:
+            built.append(_call_graph(scan_plan))
+        return built[0]
+
+    return get
 
 
 def _call_graph(scan_plan: ScanPlan) -> Any:

@@ -14,6 +14,10 @@ false.
 around the cast in its own function is false, or when no path from an entry point is left once the call
 edges whose guards are false are closed (:meth:`CallGraph.open_path`: the same reverse search, so another
 caller may still reach the cast); a finding that keeps a path gets that path and its conditions.
+
+:func:`steps` gives each finding on the path the steps of the serving loop it runs on (the rule files'
+``steps:``): a step is one an entry point reaches the cast on once the entries that run only on other steps are
+closed (``forward_extend`` on the decode step), the same reverse search again under its own memo key.
 """
 
 from __future__ import annotations
@@ -26,13 +30,13 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
-from castfind.core.rules import DeploymentSpec
+from castfind.core.rules import DeploymentSpec, RuleSet
 from castfind.core.types import Finding
 from castfind.read.facts import Cast, FileFacts, Guard
 from castfind.store.index import Index
 
 if TYPE_CHECKING:  # PERF: the call graph (and networkx) is built by the caller, only when a path has a false test
-    from castfind.analysis.callgraph import CallGraph, Node
+    from castfind.analysis.callgraph import CallGraph, ClosedEdges, Node
 
 #: A test's value under the bindings: true, false, or open (None).
 Truth = bool | None
@@ -284,6 +288,55 @@ def _repath(f: Finding, cast: Cast, dep: Deployment, g: CallGraph, why: str) -> 
         return replace(f, off_path=why) if decided else f
     labels = tuple(f"{m}.{q}" if q else m for m, q in path)
     return replace(f, hot_path=labels, conditions=path_conditions(g, path, f.path, cast.guards))
+
+
+@dataclass(frozen=True)
+class _OffStep:
+    """The call edges a search for one step may not take: out of a function that runs only on other steps (an
+    entry the rule files' ``steps:`` give to another step), and those ``inner`` closes (a deployment's)."""
+
+    step: str
+    rules: RuleSet
+    inner: ClosedEdges | None
+
+    @property
+    def key(self) -> str:
+        return repr(("step", self.step, self.rules.steps, self.inner.key if self.inner is not None else None))
+
+    def __call__(self, caller: Node, callee: Node) -> bool:
+        return self.rules.off_step(caller[1], self.step) or (self.inner is not None and self.inner(caller, callee))
+
+
+def steps(found: Sequence[Finding], rules: RuleSet, dep: Deployment, graph: Callable[[], CallGraph]) -> list[Finding]:
+    """``found`` with :attr:`Finding.steps` set on each finding on the path that has a hot path: the steps (rule
+    files' ``steps:``) an entry point reaches its cast on. The hot path decides a step when no function on it runs
+    only on other steps; otherwise the search runs again with those closed (:class:`_OffStep`, with the
+    deployment's false edges). A search that runs out of budget keeps the step (it is not known to be off)."""
+    if not rules.steps:
+        return list(found)
+    built: list[CallGraph] = []
+    out: list[Finding] = []
+    for f in found:
+        if f.off_path or not f.function or not f.hot_path:
+            out.append(f)
+            continue
+        if not built:
+            built.append(graph())
+        g = built[0]
+        node = (f.module, f.function)
+        closed = _Closed(dep, g) if dep.active else None
+        path = g.open_path(node, closed)[0] if closed is not None else g.hot_nodes(node)
+        on: list[str] = []
+        for step, _ in rules.steps:
+            if rules.off_step(node[1], step):
+                continue
+            if path is None or any(rules.off_step(n[1], step) for n in path):
+                got, decided = g.open_path(node, _OffStep(step, rules, closed))
+                if got is None and decided:
+                    continue
+            on.append(step)
+        out.append(replace(f, steps=tuple(on)))
+    return out
 
 
 def _cast_of(facts: FileFacts, f: Finding) -> Cast | None:
