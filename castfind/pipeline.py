@@ -660,18 +660,19 @@ def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Ma
     """:func:`modelpath.select`, carried in the cache between runs. PERF: selecting reads the facts of every file
     that registers a model (hundreds in SGLang: seconds), and its answer depends on nothing but the request, the
     rule data and the files; so it is stored under a key of the carried results' key (castfind's sources, the
-    rules, the roots), the config and flags, and the content key of every indexed file: a warm run of the same
-    deployment over unchanged files reads it back; any change to a file computes it again."""
+    rules, the roots), the config and flags, the deployment's bindings, and the content key of every indexed file:
+    a warm run of the same deployment over unchanged files reads it back; any change to a file computes it again."""
     import hashlib
     import json
 
     index = scan_plan.index
+    dep = _deployment(scan_plan)  # its bindings decide a factory's platform tests: part of the key
     cache, key = index.cache, None
     if cache is not None and scan_plan.memo_key is not None:
         tree = hashlib.blake2b(digest_size=16)
         for sf in sorted(index.files, key=lambda f: (f.module, f.path)):
             tree.update(f"{sf.module}\0{sf.path}\0{index.key(sf)}\n".encode())
-        blob = json.dumps([scan_plan.memo_key, config, flags, repr(scan_plan.ruleset.models), tree.hexdigest()],
+        blob = json.dumps([scan_plan.memo_key, config, flags, repr(scan_plan.ruleset.models), dep.key, tree.hexdigest()],
                           sort_keys=True, default=str)
         key = "modelpath-" + hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
         stored = cache.get_memo(key)
@@ -684,7 +685,7 @@ def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Ma
             except (ValueError, KeyError, TypeError):  # a damaged row: compute it again
                 pass
     path, diags = modelpath.select(index, Resolver(index), scan_plan.ruleset.models, config,
-                                   scan_plan.request.cost.model_config or "", flags)
+                                   scan_plan.request.cost.model_config or "", flags, dep if dep.active else None)
     if cache is not None and key is not None:
         doc = {"path": path.to_dict() if path is not None else None, "diagnostics": [d.to_dict() for d in diags]}
         cache.put_memo(key, json.dumps(doc, allow_nan=False).encode())

@@ -65,7 +65,7 @@ def test_the_decode_table_leaves_out_the_extend_only_cast(tmp_path: Path) -> Non
 def test_text_and_markdown_say_what_was_left_out(tmp_path: Path) -> None:
     text = _scan(tmp_path, "--platform", "cuda", *SIZES, fmt=())
     assert "runs on: the decode and extend steps" in text and "runs on: the extend step" in text
-    assert "per decode step (static cost of each reported cast on it):" in text
+    assert "per decode step (static cost of each reported cast):" in text
     assert "; 1 cast runs only on the extend step, not counted" in text
     md = _scan(tmp_path, "--platform", "cuda", *SIZES, fmt=("--format", "markdown"))
     assert "#### per decode step" in md and "1 cast runs only on the extend step, not counted" in md

@@ -147,7 +147,7 @@ def format_step(table: StepTable) -> list[str]:
     """The per-step table in text, as a profiler prints one: aligned columns, most bytes first, then the total."""
     head, rows = step_rows(table)
     widths = [max(len(c) for c in col) for col in zip(head, *rows, strict=True)]
-    out = [f"per {table.step} step (static cost of each reported cast on it):"]
+    out = [f"per {table.step} step (static cost of each reported cast):"]
     out += [_INDENT + "  ".join(shown(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
             for cells in (head, *rows)]
     return [*out, _INDENT + step_total(table)]
