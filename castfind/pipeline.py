@@ -555,10 +555,10 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         kept += _unused_suppressions(scan_plan, sup.used)
     kept, deselected = _select(scan_plan, kept)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
-    kept, off_model, model_diags = _model_path(scan_plan, kept)
-    graph = _graph_once(scan_plan)
-    kept, off_path = _deployment_path(scan_plan, kept, graph)
-    kept = _steps(scan_plan, kept, graph)
+    dep, graph = _deployment(scan_plan), _graph_once(scan_plan)
+    kept, off_model, model_diags = _model_path(scan_plan, kept, dep)
+    kept, off_path = _deployment_path(scan_plan, kept, graph, dep)
+    kept = _steps(scan_plan, kept, graph, dep)
     kept, cost_diags = _costs(scan_plan, kept)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
     diags = [*out.diagnostics, *sup.diagnostics, *model_diags, *cost_diags]
@@ -591,7 +591,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
                    out.explanations, wrote, out.stops, scan_plan.packages)
 
 
-def _deployment_path(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any]
+def _deployment_path(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any
                      ) -> tuple[list[Finding], dict[str, int]]:
     """The findings with their ``off_path`` set under ``--platform`` and the server flags
     (:mod:`castfind.analysis.deployment`), those off the path left out unless ``--all-paths``, and how many
@@ -599,7 +599,6 @@ def _deployment_path(scan_plan: ScanPlan, found: list[Finding], graph: Callable[
     from castfind.analysis import deployment
 
     req = scan_plan.request.cost
-    dep = _deployment(scan_plan)
     if not dep.active:
         return found, {}
     marked = deployment.prune(found, dep, graph, deployment.facts_reader(scan_plan.index))
@@ -610,22 +609,25 @@ def _deployment_path(scan_plan: ScanPlan, found: list[Finding], graph: Callable[
 
 
 def _deployment(scan_plan: ScanPlan) -> Any:
-    """The plan's platform and server flags, bound (:class:`castfind.analysis.deployment.Deployment`)."""
+    """The plan's platform and server flags, bound (:class:`castfind.analysis.deployment.Deployment`), with where
+    the index's enum members are produced (asked only when a test compares with one)."""
     from castfind.analysis import deployment
+    from castfind.analysis.producers import Producers
 
     req = scan_plan.request.cost
-    return deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
-                                    kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
+    dep = deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
+                                   kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
+    return replace(dep, producers=Producers(scan_plan.index))
 
 
-def _steps(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any]) -> list[Finding]:
+def _steps(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any) -> list[Finding]:
     """On a deployment scan, each finding on the path with the steps of the serving loop it runs on
     (:func:`castfind.analysis.deployment.steps`); without deployment flags the findings as they are."""
     from castfind.analysis import deployment
 
     if not deployment_given(scan_plan.request.cost):
         return found
-    return deployment.steps(found, scan_plan.ruleset, _deployment(scan_plan), graph)
+    return deployment.steps(found, scan_plan.ruleset, dep, graph)
 
 
 def _graph_once(scan_plan: ScanPlan) -> Callable[[], Any]:
@@ -655,7 +657,7 @@ def _call_graph(scan_plan: ScanPlan) -> Any:
     return CallGraph(index, Resolver(index), scan_plan.ruleset, TextQueries(index, memo), scan_plan.report_exclude)
 
 
-def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Mapping[str, str | None]
+def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Mapping[str, str | None], dep: Any
                        ) -> tuple[modelpath.ModelPath | None, list[Diagnostic]]:
     """:func:`modelpath.select`, carried in the cache between runs. PERF: selecting reads the facts of every file
     that registers a model (hundreds in SGLang: seconds), and its answer depends on nothing but the request, the
@@ -665,8 +667,7 @@ def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Ma
     import hashlib
     import json
 
-    index = scan_plan.index
-    dep = _deployment(scan_plan)  # its bindings decide a factory's platform tests: part of the key
+    index = scan_plan.index  # the deployment's bindings decide a factory's platform tests: part of the key
     cache, key = index.cache, None
     if cache is not None and scan_plan.memo_key is not None:
         tree = hashlib.blake2b(digest_size=16)
@@ -692,14 +693,14 @@ def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Ma
     return path, diags
 
 
-def _model_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], int, list[Diagnostic]]:
+def _model_path(scan_plan: ScanPlan, found: list[Finding], dep: Any) -> tuple[list[Finding], int, list[Diagnostic]]:
     """With ``--model-config``: each finding off the model's path (:mod:`castfind.analysis.modelpath`) marked with
     why, and left out unless ``--all-models`` (how many were left out is returned)."""
     config, req = scan_plan.model_config, scan_plan.request.cost
     if config is None or not found:
         return found, 0, []
     flags = {"attention_backend": req.attention_backend, "quantization": req.quantization}
-    path, diags = _select_model_path(scan_plan, config, flags)
+    path, diags = _select_model_path(scan_plan, config, flags, dep)
     if path is None:
         return found, 0, diags
     marked = [replace(f, off_path=why) if (why := modelpath.off_path(path, f)) else f for f in found]

@@ -27,9 +27,11 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from dataclasses import field as _field
 from functools import cache
 from typing import TYPE_CHECKING
 
+from castfind.analysis.producers import Producers
 from castfind.core.rules import DeploymentSpec, RuleSet
 from castfind.core.types import Finding
 from castfind.read.facts import Cast, FileFacts, Guard
@@ -77,6 +79,8 @@ class Deployment:
     spec: DeploymentSpec
     platform: str | None = None
     flags: tuple[tuple[str, str | int], ...] = ()
+    #: Where enum members and class constants are produced (None: a comparison with one stays open).
+    producers: Producers | None = _field(default=None, compare=False, repr=False)
 
     @property
     def active(self) -> bool:
@@ -121,8 +125,12 @@ class Deployment:
 
     def holds(self, guard: Guard) -> Truth:
         """Does the branch a guard stands for run (its test, flipped on the ``else`` side)?"""
-        got, _ = self.evaluate(guard.test)
-        return got if got is None or not guard.negated else not got
+        return self.decide(guard)[0]
+
+    def decide(self, guard: Guard) -> tuple[Truth, tuple[str, ...]]:
+        """:meth:`holds`, and the bindings that decided it."""
+        got, used = self.evaluate(guard.test)
+        return (got if got is None or not guard.negated else not got), used
 
     def _eval(self, node: ast.expr, used: list[str]) -> Truth:
         if isinstance(node, ast.Constant) and isinstance(node.value, _LITERAL):
@@ -197,10 +205,43 @@ class Deployment:
                 continue
             used.append(f"{flag_option(bound[0])} {value}")
             return got
-        return None
+        return self._member(left, op, right, used)
+
+    def _member(self, left: ast.expr, op: ast.cmpop, right: ast.expr, used: list[str]) -> Truth:
+        """``X == Cls.MEMBER`` (``is``, ``in`` a literal of members, and their negations) with anything as X:
+        false when no place that produces the member runs under the bindings (:class:`Producers`), open
+        otherwise."""
+        if self.producers is None:
+            return None
+        chains: list[str | None]
+        if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+            chains = [next((c for c in (_chain(right), _chain(left)) if c is not None), None)]
+        elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts:
+            chains = [_chain(e) for e in right.elts]
+        else:
+            return None
+        why: list[str] = []
+        for chain in chains:
+            got = self.producers.never(chain, self.decide, self.key) if chain is not None else None
+            if got is None:
+                return None
+            why += got
+        used += why
+        return isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn))
 
 
 _OPEN = object()
+
+
+def _chain(node: ast.expr) -> str | None:
+    """``a.Cls.MEMBER`` as text when ``node`` is a dotted chain of at least two names, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or not parts:
+        return None
+    return ".".join([node.id, *reversed(parts)])
 
 
 def _literal(node: ast.expr) -> object:
