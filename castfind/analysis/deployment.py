@@ -366,7 +366,9 @@ def steps(found: Sequence[Finding], rules: RuleSet, dep: Deployment, graph: Call
         g = built[0]
         node = (f.module, f.function)
         closed = _Closed(dep, g) if dep.active else None
-        path = g.open_path(node, closed)[0] if closed is not None else g.hot_nodes(node)
+        # PERF: the finding's own path (the engine's, or the one the pruning left), read back into nodes by
+        # the modules the index knows; no search unless a function on it runs only on another step.
+        path = _nodes(g, f.hot_path)
         on: list[str] = []
         for step, _ in rules.steps:
             if rules.off_step(node[1], step):
@@ -378,6 +380,19 @@ def steps(found: Sequence[Finding], rules: RuleSet, dep: Deployment, graph: Call
             on.append(step)
         out.append(replace(f, steps=tuple(on)))
     return out
+
+
+def _nodes(g: CallGraph, labels: Sequence[str]) -> tuple[Node, ...] | None:
+    """A hot path's labels (``pkg.mod.Cls.method``) as nodes, each split at the longest prefix that is an indexed
+    module; None when one is not."""
+    out: list[Node] = []
+    for label in labels:
+        parts = label.split(".")
+        cut = next((i for i in range(len(parts), 0, -1) if g.r.modules.file(".".join(parts[:i])) is not None), 0)
+        if not cut:
+            return None
+        out.append((".".join(parts[:cut]), ".".join(parts[cut:])))
+    return tuple(out)
 
 
 def _cast_of(facts: FileFacts, f: Finding) -> Cast | None:

@@ -14,7 +14,8 @@ member). Computed once per member and scan.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 
 from castfind.read.facts import Guard, Produced
 from castfind.store.index import Index
@@ -32,42 +33,44 @@ def constant_style(name: str) -> bool:
     return name.isupper()
 
 
+#: How many files' facts are read at once while looking for an open producer (the first one ends the search).
+BATCH = 16
+
+
 class Producers:
     """The reads of constant-style names in an index, asked one member at a time."""
 
     def __init__(self, index: Index) -> None:
         self.index = index
         self.words = Words(index)
-        self._uses: dict[str, list[Produced] | None] = {}
         self._answers: dict[tuple[str, str, int], tuple[str, ...] | None] = {}
 
-    def uses(self, name: str) -> list[Produced] | None:
-        """The reads whose last part is ``name`` (None: a file that may hold one could not be read)."""
-        if name not in self._uses:
-            found: list[Produced] | None = []
-            for facts in self.index.load_files(self.words.containing([name])):
+    def uses(self, name: str) -> Iterator[Produced | None]:
+        """The reads whose last part is ``name``, a batch of files at a time (None: a file that may hold one could
+        not be read). PERF: a common member (``Mode.DECODE``) is read in hundreds of files, and its first open
+        producer settles it: the caller stops there, before the rest are decoded."""
+        files = self.words.containing([name])
+        for i in range(0, len(files), BATCH):
+            for facts in self.index.load_files(files[i:i + BATCH]):
                 if facts.error is not None:
-                    found = None
-                    break
-                assert found is not None
-                found += [p for p in facts.produced if p.text.rsplit(".", 1)[-1] == name]
-            self._uses[name] = found
-        return self._uses[name]
+                    yield None
+                    return
+                yield from (p for p in facts.produced if p.text.rsplit(".", 1)[-1] == name)
 
     def _built(self, cls: str) -> bool:
-        """Is the class called anywhere (``Mode(value)``, ``Mode["X"]`` aside): then any member may come of it."""
-        for facts in self.index.load_files(self.words.containing([cls])):
-            if any(c.func.rsplit(".", 1)[-1] == cls for c in facts.calls):
-                return True
-        return False
+        """Is the class called anywhere (``Mode(value)``; ``Mode["X"]`` aside): then any member may come of it.
+        Read from the text (a call of the name), not the facts: it is asked of every member found never produced."""
+        call = re.compile(rb"(?<!class )\b" + re.escape(cls.encode()) + rb"\s*\(")  # not its own class line
+        return any(call.search(self.index.data(sf)) for sf in self.words.containing([cls]))
 
     def never(self, chain: str, decide: Decide, key: str) -> tuple[str, ...] | None:
         """The bindings that keep every producer of ``chain``'s member (``Cls.MEMBER``) off the deployment's
         branches, or None when one may run (open). ``key`` names the bindings ``decide`` applies."""
         parts = chain.split(".")
-        if len(parts) < 2 or not constant_style(parts[-1]) or self._built(parts[-2]):
+        if len(parts) < 2 or not constant_style(parts[-1]):
             return None
-        return self._never(parts[-1], decide, key, 0)
+        got = self._never(parts[-1], decide, key, 0)
+        return None if got is None or self._built(parts[-2]) else got
 
     def _never(self, name: str, decide: Decide, key: str, depth: int) -> tuple[str, ...] | None:
         memo = (name, key, depth)
@@ -79,11 +82,12 @@ class Producers:
         return got
 
     def _decide(self, name: str, decide: Decide, key: str, depth: int) -> tuple[str, ...] | None:
-        uses = self.uses(name)
-        if not uses:
-            return None
         used: list[str] = []
-        for p in uses:
+        found = False
+        for p in self.uses(name):
+            if p is None:
+                return None
+            found = True
             why = next((u for g in p.guards for v, u in (decide(g),) if v is False), None)
             if why is not None:
                 used += why
@@ -94,4 +98,4 @@ class Producers:
                     used += inner
                     continue
             return None
-        return tuple(dict.fromkeys(used))
+        return tuple(dict.fromkeys(used)) if found else None
