@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -555,8 +555,10 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
         kept += _unused_suppressions(scan_plan, sup.used)
     kept, deselected = _select(scan_plan, kept)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
-    kept, off_model, model_diags = _model_path(scan_plan, kept)
-    kept, off_path = _deployment_path(scan_plan, kept)
+    dep, graph = _deployment(scan_plan), _graph_once(scan_plan)
+    kept, off_model, model_diags = _model_path(scan_plan, kept, dep)
+    kept, off_path = _deployment_path(scan_plan, kept, graph, dep)
+    kept = _steps(scan_plan, kept, graph, dep)
     kept, cost_diags = _costs(scan_plan, kept)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
     diags = [*out.diagnostics, *sup.diagnostics, *model_diags, *cost_diags]
@@ -589,22 +591,55 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
                    out.explanations, wrote, out.stops, scan_plan.packages)
 
 
-def _deployment_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], dict[str, int]]:
+def _deployment_path(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any
+                     ) -> tuple[list[Finding], dict[str, int]]:
     """The findings with their ``off_path`` set under ``--platform`` and the server flags
     (:mod:`castfind.analysis.deployment`), those off the path left out unless ``--all-paths``, and how many
     were left out (``{"branch": N}``; empty when no flag binds)."""
     from castfind.analysis import deployment
 
     req = scan_plan.request.cost
-    dep = deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
-                                   kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
     if not dep.active:
         return found, {}
-    marked = deployment.prune(found, dep, lambda: _call_graph(scan_plan), deployment.facts_reader(scan_plan.index))
+    marked = deployment.prune(found, dep, graph, deployment.facts_reader(scan_plan.index))
     if req.all_paths:
         return marked, {}
     kept = [f for f in marked if not f.off_path.startswith("branch: ")]
     return kept, ({"branch": len(marked) - len(kept)} if len(kept) < len(marked) else {})
+
+
+def _deployment(scan_plan: ScanPlan) -> Any:
+    """The plan's platform and server flags, bound (:class:`castfind.analysis.deployment.Deployment`), with where
+    the index's enum members are produced (asked only when a test compares with one)."""
+    from castfind.analysis import deployment
+    from castfind.analysis.producers import Producers
+
+    req = scan_plan.request.cost
+    dep = deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
+                                   kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
+    return replace(dep, producers=Producers(scan_plan.index))
+
+
+def _steps(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any) -> list[Finding]:
+    """On a deployment scan, each finding on the path with the steps of the serving loop it runs on
+    (:func:`castfind.analysis.deployment.steps`); without deployment flags the findings as they are."""
+    from castfind.analysis import deployment
+
+    if not deployment_given(scan_plan.request.cost):
+        return found
+    return deployment.steps(found, scan_plan.ruleset, dep, graph)
+
+
+def _graph_once(scan_plan: ScanPlan) -> Callable[[], Any]:
+    """:func:`_call_graph`, built on the first call and shared by the deployment's steps after the engine."""
+    built: list[Any] = []
+
+    def get() -> Any:
+        if not built:
+            built.append(_call_graph(scan_plan))
+        return built[0]
+
+    return get
 
 
 def _call_graph(scan_plan: ScanPlan) -> Any:
@@ -622,23 +657,23 @@ def _call_graph(scan_plan: ScanPlan) -> Any:
     return CallGraph(index, Resolver(index), scan_plan.ruleset, TextQueries(index, memo), scan_plan.report_exclude)
 
 
-def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Mapping[str, str | None]
+def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Mapping[str, str | None], dep: Any
                        ) -> tuple[modelpath.ModelPath | None, list[Diagnostic]]:
     """:func:`modelpath.select`, carried in the cache between runs. PERF: selecting reads the facts of every file
     that registers a model (hundreds in SGLang: seconds), and its answer depends on nothing but the request, the
     rule data and the files; so it is stored under a key of the carried results' key (castfind's sources, the
-    rules, the roots), the config and flags, and the content key of every indexed file: a warm run of the same
-    deployment over unchanged files reads it back; any change to a file computes it again."""
+    rules, the roots), the config and flags, the deployment's bindings, and the content key of every indexed file:
+    a warm run of the same deployment over unchanged files reads it back; any change to a file computes it again."""
     import hashlib
     import json
 
-    index = scan_plan.index
+    index = scan_plan.index  # the deployment's bindings decide a factory's platform tests: part of the key
     cache, key = index.cache, None
     if cache is not None and scan_plan.memo_key is not None:
         tree = hashlib.blake2b(digest_size=16)
         for sf in sorted(index.files, key=lambda f: (f.module, f.path)):
             tree.update(f"{sf.module}\0{sf.path}\0{index.key(sf)}\n".encode())
-        blob = json.dumps([scan_plan.memo_key, config, flags, repr(scan_plan.ruleset.models), tree.hexdigest()],
+        blob = json.dumps([scan_plan.memo_key, config, flags, repr(scan_plan.ruleset.models), dep.key, tree.hexdigest()],
                           sort_keys=True, default=str)
         key = "modelpath-" + hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
         stored = cache.get_memo(key)
@@ -651,21 +686,21 @@ def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Ma
             except (ValueError, KeyError, TypeError):  # a damaged row: compute it again
                 pass
     path, diags = modelpath.select(index, Resolver(index), scan_plan.ruleset.models, config,
-                                   scan_plan.request.cost.model_config or "", flags)
+                                   scan_plan.request.cost.model_config or "", flags, dep if dep.active else None)
     if cache is not None and key is not None:
         doc = {"path": path.to_dict() if path is not None else None, "diagnostics": [d.to_dict() for d in diags]}
         cache.put_memo(key, json.dumps(doc, allow_nan=False).encode())
     return path, diags
 
 
-def _model_path(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], int, list[Diagnostic]]:
+def _model_path(scan_plan: ScanPlan, found: list[Finding], dep: Any) -> tuple[list[Finding], int, list[Diagnostic]]:
     """With ``--model-config``: each finding off the model's path (:mod:`castfind.analysis.modelpath`) marked with
     why, and left out unless ``--all-models`` (how many were left out is returned)."""
     config, req = scan_plan.model_config, scan_plan.request.cost
     if config is None or not found:
         return found, 0, []
     flags = {"attention_backend": req.attention_backend, "quantization": req.quantization}
-    path, diags = _select_model_path(scan_plan, config, flags)
+    path, diags = _select_model_path(scan_plan, config, flags, dep)
     if path is None:
         return found, 0, diags
     marked = [replace(f, off_path=why) if (why := modelpath.off_path(path, f)) else f for f in found]

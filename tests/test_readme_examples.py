@@ -63,7 +63,7 @@ def test_the_options_table_names_each_json_finding_key_once() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     rows = [line for line in readme.splitlines() if line.startswith('| `--json` | `{"findings": [{')]
     assert len(rows) == 1
-    listed = re.findall(r'"(\w+)"', rows[0][:rows[0].index("}]")])
+    listed = re.findall(r'"(\w+)"(?!\?)', rows[0][:rows[0].index("}]")])  # "key"? : only on some scans
     r = run_castfind("scan", str(REPO / "fixtures/scan"), "--no-cache", "--json")
     record = json.loads(r.stdout)["findings"][0]
     assert listed[1:] == list(record)  # listed[0] is "findings"

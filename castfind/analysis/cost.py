@@ -1021,12 +1021,16 @@ def judged(finding: Finding, cost: Cost | None) -> Finding:
 # --------------------------------------------------------------------------- the per-step table
 
 
-def step_table(findings: Sequence[Finding]) -> StepTable:
+def step_table(findings: Sequence[Finding], step: str = "decode") -> StepTable:
     """The per-step table of a report's findings (item 5 of issue 35): one row per error or warning whose cost
     has a number (bytes per step, calls per step, a range's top), most bytes first, each row's share of the
     total; with a trace joined, what it measured per step beside it (the runtime join's ``calls_per_step``, and
-    its bytes scaled to one step) and the static check's status (:func:`check`, done in ``post``). Pure."""
-    costed = [f for f in findings if f.severity in ("error", "warning") and f.cost is not None]
+    its bytes scaled to one step) and the static check's status (:func:`check`, done in ``post``). Only the casts
+    on ``step`` count: a finding whose :attr:`~castfind.core.types.Finding.steps` leaves it out (an extend-only
+    cast) is counted in ``elsewhere`` instead; one with no steps (not asked) counts. Pure."""
+    reported = [f for f in findings if f.severity in ("error", "warning") and f.cost is not None]
+    costed = [f for f in reported if not f.steps or step in f.steps]
+    elsewhere = Counter(",".join(f.steps) for f in reported if f.steps and step not in f.steps)
     numbered = [f for f in costed if f.cost is not None and f.cost.value is not None]
     total = sum(f.cost.value or 0.0 for f in numbered if f.cost is not None)
     ranged = any(f.cost.is_range() for f in numbered if f.cost is not None)
@@ -1044,4 +1048,4 @@ def step_table(findings: Sequence[Finding]) -> StepTable:
                             c.value_max if c.is_range() else None, c.value / total if total else 0.0,
                             m_calls, m_bytes, c.check.status if c.check is not None else ""))
     rows.sort(key=lambda r: (-(r.bytes_max if r.bytes_max is not None else r.bytes), -r.bytes, r.path, r.line))
-    return StepTable(tuple(rows), total, total_max, len(costed) - len(numbered))
+    return StepTable(tuple(rows), total, total_max, len(costed) - len(numbered), step, tuple(sorted(elsewhere.items())))

@@ -14,6 +14,10 @@ false.
 around the cast in its own function is false, or when no path from an entry point is left once the call
 edges whose guards are false are closed (:meth:`CallGraph.open_path`: the same reverse search, so another
 caller may still reach the cast); a finding that keeps a path gets that path and its conditions.
+
+:func:`steps` gives each finding on the path the steps of the serving loop it runs on (the rule files'
+``steps:``): a step is one an entry point reaches the cast on once the entries that run only on other steps are
+closed (``forward_extend`` on the decode step), the same reverse search again under its own memo key.
 """
 
 from __future__ import annotations
@@ -23,16 +27,18 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from dataclasses import field as _field
 from functools import cache
 from typing import TYPE_CHECKING
 
-from castfind.core.rules import DeploymentSpec
+from castfind.analysis.producers import Producers
+from castfind.core.rules import DeploymentSpec, RuleSet
 from castfind.core.types import Finding
 from castfind.read.facts import Cast, FileFacts, Guard
 from castfind.store.index import Index
 
 if TYPE_CHECKING:  # PERF: the call graph (and networkx) is built by the caller, only when a path has a false test
-    from castfind.analysis.callgraph import CallGraph, Node
+    from castfind.analysis.callgraph import CallGraph, ClosedEdges, Node
 
 #: A test's value under the bindings: true, false, or open (None).
 Truth = bool | None
@@ -73,6 +79,8 @@ class Deployment:
     spec: DeploymentSpec
     platform: str | None = None
     flags: tuple[tuple[str, str | int], ...] = ()
+    #: Where enum members and class constants are produced (None: a comparison with one stays open).
+    producers: Producers | None = _field(default=None, compare=False, repr=False)
 
     @property
     def active(self) -> bool:
@@ -117,8 +125,12 @@ class Deployment:
 
     def holds(self, guard: Guard) -> Truth:
         """Does the branch a guard stands for run (its test, flipped on the ``else`` side)?"""
-        got, _ = self.evaluate(guard.test)
-        return got if got is None or not guard.negated else not got
+        return self.decide(guard)[0]
+
+    def decide(self, guard: Guard) -> tuple[Truth, tuple[str, ...]]:
+        """:meth:`holds`, and the bindings that decided it."""
+        got, used = self.evaluate(guard.test)
+        return (got if got is None or not guard.negated else not got), used
 
     def _eval(self, node: ast.expr, used: list[str]) -> Truth:
         if isinstance(node, ast.Constant) and isinstance(node.value, _LITERAL):
@@ -193,10 +205,43 @@ class Deployment:
                 continue
             used.append(f"{flag_option(bound[0])} {value}")
             return got
-        return None
+        return self._member(left, op, right, used)
+
+    def _member(self, left: ast.expr, op: ast.cmpop, right: ast.expr, used: list[str]) -> Truth:
+        """``X == Cls.MEMBER`` (``is``, ``in`` a literal of members, and their negations) with anything as X:
+        false when no place that produces the member runs under the bindings (:class:`Producers`), open
+        otherwise."""
+        if self.producers is None:
+            return None
+        chains: list[str | None]
+        if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+            chains = [next((c for c in (_chain(right), _chain(left)) if c is not None), None)]
+        elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts:
+            chains = [_chain(e) for e in right.elts]
+        else:
+            return None
+        why: list[str] = []
+        for chain in chains:
+            got = self.producers.never(chain, self.decide, self.key) if chain is not None else None
+            if got is None:
+                return None
+            why += got
+        used += why
+        return isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn))
 
 
 _OPEN = object()
+
+
+def _chain(node: ast.expr) -> str | None:
+    """``a.Cls.MEMBER`` as text when ``node`` is a dotted chain of at least two names, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or not parts:
+        return None
+    return ".".join([node.id, *reversed(parts)])
 
 
 def _literal(node: ast.expr) -> object:
@@ -284,6 +329,70 @@ def _repath(f: Finding, cast: Cast, dep: Deployment, g: CallGraph, why: str) -> 
         return replace(f, off_path=why) if decided else f
     labels = tuple(f"{m}.{q}" if q else m for m, q in path)
     return replace(f, hot_path=labels, conditions=path_conditions(g, path, f.path, cast.guards))
+
+
+@dataclass(frozen=True)
+class _OffStep:
+    """The call edges a search for one step may not take: out of a function that runs only on other steps (an
+    entry the rule files' ``steps:`` give to another step), and those ``inner`` closes (a deployment's)."""
+
+    step: str
+    rules: RuleSet
+    inner: ClosedEdges | None
+
+    @property
+    def key(self) -> str:
+        return repr(("step", self.step, self.rules.steps, self.inner.key if self.inner is not None else None))
+
+    def __call__(self, caller: Node, callee: Node) -> bool:
+        return self.rules.off_step(caller[1], self.step) or (self.inner is not None and self.inner(caller, callee))
+
+
+def steps(found: Sequence[Finding], rules: RuleSet, dep: Deployment, graph: Callable[[], CallGraph]) -> list[Finding]:
+    """``found`` with :attr:`Finding.steps` set on each finding on the path that has a hot path: the steps (rule
+    files' ``steps:``) an entry point reaches its cast on. The hot path decides a step when no function on it runs
+    only on other steps; otherwise the search runs again with those closed (:class:`_OffStep`, with the
+    deployment's false edges). A search that runs out of budget keeps the step (it is not known to be off)."""
+    if not rules.steps:
+        return list(found)
+    built: list[CallGraph] = []
+    out: list[Finding] = []
+    for f in found:
+        if f.off_path or not f.function or not f.hot_path:
+            out.append(f)
+            continue
+        if not built:
+            built.append(graph())
+        g = built[0]
+        node = (f.module, f.function)
+        closed = _Closed(dep, g) if dep.active else None
+        # PERF: the finding's own path (the engine's, or the one the pruning left), read back into nodes by
+        # the modules the index knows; no search unless a function on it runs only on another step.
+        path = _nodes(g, f.hot_path)
+        on: list[str] = []
+        for step, _ in rules.steps:
+            if rules.off_step(node[1], step):
+                continue
+            if path is None or any(rules.off_step(n[1], step) for n in path):
+                got, decided = g.open_path(node, _OffStep(step, rules, closed))
+                if got is None and decided:
+                    continue
+            on.append(step)
+        out.append(replace(f, steps=tuple(on)))
+    return out
+
+
+def _nodes(g: CallGraph, labels: Sequence[str]) -> tuple[Node, ...] | None:
+    """A hot path's labels (``pkg.mod.Cls.method``) as nodes, each split at the longest prefix that is an indexed
+    module; None when one is not."""
+    out: list[Node] = []
+    for label in labels:
+        parts = label.split(".")
+        cut = next((i for i in range(len(parts), 0, -1) if g.r.modules.file(".".join(parts[:i])) is not None), 0)
+        if not cut:
+            return None
+        out.append((".".join(parts[:cut]), ".".join(parts[cut:])))
+    return tuple(out)
 
 
 def _cast_of(facts: FileFacts, f: Finding) -> Cast | None:

@@ -25,6 +25,7 @@ import ast
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from castfind.analysis.deployment import Deployment
 from castfind.analysis.resolve import Resolver, absolute_module
 from castfind.core.rules import ModelSpec, Registry
 from castfind.core.types import Diagnostic, Finding
@@ -121,8 +122,10 @@ def off_path(path: ModelPath, finding: Finding) -> str:
 
 
 class _Selector:
-    def __init__(self, index: Index, resolver: Resolver, spec: ModelSpec, config: Mapping[str, object]) -> None:
+    def __init__(self, index: Index, resolver: Resolver, spec: ModelSpec, config: Mapping[str, object],
+                 deployment: Deployment | None = None) -> None:
         self.index, self.r, self.spec, self.config = index, resolver, spec, config
+        self.deployment = deployment
         self.words = Words(index)
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
 
@@ -247,23 +250,28 @@ class _Selector:
         return out
 
     # -- the components ------------------------------------------------------------------------
-    def holds(self, guards: Sequence[Guard], tests: Mapping[str, str]) -> bool:
-        """False when a guard's test is decided by the config and fails; tests the data does not name hold."""
+    def holds(self, guards: Sequence[Guard], tests: Mapping[str, str]) -> str:
+        """Why a factory's branch never runs ("" when it may): a guard's test the config decides (the ``tests``
+        data) and fails, or one the deployment's bindings evaluate false (``if not _is_musa:`` on
+        ``--platform musa``: :meth:`Deployment.holds`, the one evaluator); tests neither decides hold."""
         for g in guards:
             test, value = g.test.strip(), True
             while test.startswith("not "):
                 test, value = test[4:].strip(), not value
             field = tests.get(test.rsplit(".", 1)[-1])
-            if field is None:
+            if field is not None:
+                if (field in self.config) is not (value ^ g.negated):
+                    return "the model config rules it out"
                 continue
-            if (field in self.config) is not (value ^ g.negated):
-                return False
-        return True
+            if self.deployment is not None and self.deployment.holds(g) is False:
+                _, used = self.deployment.evaluate(g.test)
+                return f"{', '.join(used)} rules it out"
+        return ""
 
-    def entries(self, reg: Registry) -> dict[str, list[tuple[ClassKey, Definition, bool]]]:
-        """Each key of the registry → the classes its entry yields, each with whether the config lets it
-        (a factory's branch test the ``tests`` data decides may rule a class out)."""
-        out: dict[str, list[tuple[ClassKey, Definition, bool]]] = {}
+    def entries(self, reg: Registry) -> dict[str, list[tuple[ClassKey, Definition, str]]]:
+        """Each key of the registry → the classes its entry yields, each with why the config or the deployment
+        rules it out ("" when neither does: a factory's branch test the ``tests`` data or the bindings decide)."""
+        out: dict[str, list[tuple[ClassKey, Definition, str]]] = {}
         tests = dict(reg.tests)
         for facts in self.files_with(reg.decorators) if reg.decorators else ():
             functions = sorted((d for d in facts.definitions if d.kind == "function"), key=lambda d: d.line)
@@ -278,17 +286,17 @@ class _Selector:
                 if not isinstance(key, str) or fn is None:
                     continue
                 for c in self.calls_in(facts.module, fn.qualname):
-                    ok = self.holds(c.guards, tests)
-                    out.setdefault(key, []).extend((k, d, ok) for k, d in self.classes(facts.module, c.scope, c.func))
+                    why = self.holds(c.guards, tests)
+                    out.setdefault(key, []).extend((k, d, why) for k, d in self.classes(facts.module, c.scope, c.func))
         for facts in self.files_with(reg.tables) if reg.tables else ():
             sf = self.r.modules.file(facts.module)
             if sf is None:
                 continue
             for key, text in _table_entries(self.index.data(sf), reg.tables):
-                out.setdefault(key, []).extend((k, d, True) for k, d in self.classes(facts.module, "", text))
+                out.setdefault(key, []).extend((k, d, "") for k, d in self.classes(facts.module, "", text))
         if reg.returns:
             for key, found in out.items():
-                out[key] = found + [(*c, ok) for k, d, ok in found for c in self.returned(k, d)]
+                out[key] = found + [(*c, why) for k, d, why in found for c in self.returned(k, d)]
         return out
 
     def returned(self, key: ClassKey, d: Definition) -> list[tuple[ClassKey, Definition]]:
@@ -354,15 +362,17 @@ def _label(key: ClassKey) -> str:
 
 
 def select(index: Index, resolver: Resolver, spec: ModelSpec, config: Mapping[str, object], config_file: str,
-           flags: Mapping[str, str | None]) -> tuple[ModelPath | None, list[Diagnostic]]:
+           flags: Mapping[str, str | None], deployment: Deployment | None = None
+           ) -> tuple[ModelPath | None, list[Diagnostic]]:
     """The model path of ``config`` (a Hugging Face ``config.json``'s fields) and the component ``flags``
     (``attention_backend`` → ``"flashinfer"``; None: not given); None (with a diagnostic) when no class is
-    named by its ``architectures``."""
+    named by its ``architectures``. ``deployment``'s bindings decide a registry factory's branch tests the
+    ``tests`` data does not (a platform subclass under ``if _is_musa:`` is no selected component on cuda)."""
     archs = config.get("architectures")
     names = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
     if not names:
         return None, []
-    s = _Selector(index, resolver, spec, config)
+    s = _Selector(index, resolver, spec, config, deployment)
     by_name, model_modules = s.registered()
     start = [c for n in names for c in by_name.get(n, [])]
     if not start:  # not registered: any indexed class of that name
@@ -391,7 +401,8 @@ def select(index: Index, resolver: Resolver, spec: ModelSpec, config: Mapping[st
             diags.append(Diagnostic(flag, 0, f"{value}: no registered entry (known: {known}); its components are "
                                              "not selected", "config"))
             continue
-        chosen = s.with_bases((k, d) for k, d, ok in entries[value] if ok)
+        chosen = s.with_bases((k, d) for k, d, why in entries[value] if not why)
+        ruled = {k: why for k, _, why in entries[value] if why}
         entry |= {_label(k) for k in chosen}
         seeds |= {k[0] for k in chosen}
         what = reg.flag.replace("_", " ")
@@ -399,7 +410,7 @@ def select(index: Index, resolver: Resolver, spec: ModelSpec, config: Mapping[st
             for k, d, _ in found:
                 label = _label(k)
                 if k not in chosen and label not in entry:
-                    by = ": the model config rules it out" if key == value else ""
+                    by = f": {ruled[k]}" if key == value and k in ruled else ""
                     excluded[label] = f"model: {d.name} is not the selected {what} ({value}{by})"
     packages = tuple(m.rpartition(".")[0] + "." for m in model_modules)
     modules = {sf.module for sf in index.files if sf.module.startswith(packages)} if packages else set()

@@ -1,7 +1,8 @@
 """Rules: load and validate the YAML rule files (``rules/*.yaml`` plus ``--rules DIR``).
 
 A rule file may hold shared ``buffers`` kinds, ``entry_points``, ``once`` contexts, ``index`` name
-patterns, ``dtype_args``, ``casts`` overrides, ``rank`` (how findings are ordered), ``cost``, ``models`` (how an
+patterns, ``steps`` (the entry points that run only on one step of the serving loop), ``dtype_args``, ``casts``
+overrides, ``rank`` (how findings are ordered), ``cost``, ``models`` (how an
 engine registers its models and the component registries the deployment flags pick from:
 :class:`ModelSpec`) and ``rules``.
 Files are merged in order: later files extend the lists, add rules and override ``casts`` entries,
@@ -409,10 +410,19 @@ class RuleSet:
     #: ``models:``: how the engine registers model classes and the component registries the flags pick from
     #: (:class:`ModelSpec`; read in ``post``).
     models: ModelSpec = field(default_factory=ModelSpec)
+    #: ``steps:``: per step of the serving loop (``decode``, ``extend``), the entry points that run only on it;
+    #: an entry no step lists runs on every step. Read in ``post`` (:func:`castfind.analysis.deployment.steps`).
+    steps: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), repr=False)
     _words: re.Pattern[bytes] | None = field(default=None, compare=False)
 
     def is_entry(self, qualname: str) -> bool:
         return globs_match(self.entry_points, qualname)
+
+    def off_step(self, qualname: str, step: str) -> bool:
+        """Does the function run only on other steps than ``step`` (an entry some ``steps:`` list names, ``step``'s
+        list not)?"""
+        mine = [name for name, patterns in self.steps if globs_match(patterns, qualname)]
+        return bool(mine) and step not in mine
 
     def is_once_function(self, name: str) -> bool:
         return globs_match(self.once_functions, name)
@@ -474,8 +484,8 @@ class RuleSet:
         return AnyPattern(tuple(re.compile(a) for a in alts)) if alts else None
 
 
-_TOP_KEYS = ("buffers", "entry_points", "once", "index", "views", "dtype_args", "casts", "rank", "cost", "deployment",
-             "models", "rules")
+_TOP_KEYS = ("buffers", "entry_points", "steps", "once", "index", "views", "dtype_args", "casts", "rank", "cost",
+             "deployment", "models", "rules")
 _MODELS_KEYS = ("entry_variables", "components")
 _REGISTRY_KEYS = ("decorator", "table", "tests", "returns")
 _COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation", "tiny")
@@ -796,6 +806,7 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
         for name, spec in buffers.items():
             _parse_kind(f, buffers, name, spec, acc["buffers"])
     acc["entry_points"] += f.strings(data, "entry_points", "entry_points")
+    _parse_steps(f, data, acc["steps"])
     once = f.mapping(data, "once", "once", " {functions: [...], decorators: [...], store_to_self: BOOL}")
     if once is not None:
         if "guards" in once:  # the old substring list: memo guards are now recognised by structure
@@ -830,6 +841,18 @@ def _parse_sections(f: _File, data: _Map, acc: dict[str, Any]) -> None:
         return
     for i, r in enumerate(rules):
         _parse_rule(f, r, i, rules.item_lines[i], acc)
+
+
+def _parse_steps(f: _File, data: _Map, acc: dict[str, tuple[str, ...]]) -> None:
+    """``steps: {STEP: [PATTERN]}``: the entry points that run only on that step; a later file adds patterns."""
+    steps = f.mapping(data, "steps", "steps", " {STEP: [ENTRY PATTERN, ...]}")
+    if steps is None:
+        return
+    for name in steps:
+        if not isinstance(name, str) or not name:
+            f.err(_key_line(steps, name), "steps", f"a step's name is a string, got {_what(name)}")
+            continue
+        acc[name] = tuple(dict.fromkeys(acc.get(name, ()) + f.strings(steps, name, f"steps.{name}")))
 
 
 def _unknown_cast(m: str) -> str:
@@ -1180,7 +1203,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
     errors: list[RuleError] = []
     acc: dict[str, Any] = {"rules": [], "buffers": {}, "entry_points": (), "once_functions": (), "once_decorators": (),
                            "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
-                           "casts": dict(cast_table.by_name()), "entry_point_rank": {},
+                           "casts": dict(cast_table.by_name()), "entry_point_rank": {}, "steps": {},
                            "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {},
                                     "tiny": {}},
                            "deployment": {"platforms": {}, "flags": {}, "device_fields": {}},
@@ -1206,7 +1229,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                  tuple(str(f) for f in files), acc["entry_point_rank"], _cost_spec(acc["cost"]),
                  _deployment_spec(acc["deployment"]),
                  ModelSpec(tuple(dict.fromkeys(acc["models"]["entry_variables"])),
-                           tuple(acc["models"]["registries"].values())))
+                           tuple(acc["models"]["registries"].values())), steps=tuple(acc["steps"].items()))
     return rs, errors
 
 

@@ -193,18 +193,22 @@ class StepRow:
 
 @dataclass(frozen=True, slots=True)
 class StepTable:
-    """What one decode step spends on the report's casts, as a profiler's table: a row per finding whose cost
-    has a number (most bytes first), the total (``total_max``: the top when a row is a range), and how many
+    """What one decode step spends on the report's casts, as a profiler's table: a row per finding on that step whose
+    cost has a number (most bytes first), the total (``total_max``: the top when a row is a range), and how many
     costed findings have no number (a name of their formula unbound)."""
 
     rows: tuple[StepRow, ...]
     total: float
     total_max: float | None = None
     unnumbered: int = 0
+    #: The step of the serving loop the table counts (a finding whose :attr:`Finding.steps` leaves it out is no row).
+    step: str = "decode"
+    #: The costed findings left out because they run only on other steps: (those steps joined by ``,``, how many).
+    elsewhere: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows], "total": self.total, "total_max": self.total_max,
-                "unnumbered": self.unnumbered}
+                "unnumbered": self.unnumbered, "step": self.step, "elsewhere": dict(self.elsewhere)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +289,9 @@ class Finding:
     #: Why the finding is off the deployment's path ("" when on it, or when no deployment was given): a branch
     #: the deployment never takes (``branch: ...``) or a class the model never runs (``model: ...``).
     off_path: str = ""
+    #: The steps of the serving loop the cast runs on (``("decode",)``, ``("decode", "extend")``), in the order the
+    #: rule files' ``steps:`` name them; empty when not asked (a scan that describes no deployment) or not known.
+    steps: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -307,6 +314,8 @@ class Finding:
             "conditions": [c.to_dict() for c in self.conditions],
             "guess": self.guess.to_dict() if self.guess else None,
             "off_path": self.off_path,
+            # Only on a deployment scan: a scan without deployment flags writes the records it always wrote.
+            **({"steps": list(self.steps)} if self.steps else {}),
         }
 
     def __str__(self) -> str:

@@ -26,7 +26,7 @@ from castfind.core import types as _t
 #: encoded or decoded (:func:`_facts_records`), never by a run that reads only carried answers.
 _FACT_RECORDS = ("Name", "Attr", "Call", "Slice", "Subscript", "Const", "Seq", "Other", "Import", "Assign",
                  "CallSite", "Return", "Guard", "Cast", "Definition", "Dynamic", "FileFacts", "Annotation",
-                 "LazyExport", "Allocation")
+                 "LazyExport", "Allocation", "Produced")
 #: The other records that may be stored and rebuilt (all frozen dataclasses of plain values).
 _SHARED_RECORDS: tuple[type, ...] = (_t.Finding, _t.Runtime, _t.Diagnostic, _t.Cost, _t.CostCheck,
                                      _t.Condition, _t.Guess)

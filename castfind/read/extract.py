@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -37,6 +37,7 @@ from castfind.read.facts import (
     LazyExport,
     Name,
     Other,
+    Produced,
     Return,
     Seq,
     Slice,
@@ -266,6 +267,11 @@ class _Walker(TokenWalker):
         self.cast_methods = casts.names()
         self.dynamic: list[Dynamic] = []
         self.all_names: list[str] | None = None
+        self.produced: list[Produced] = []
+        #: Name and attribute nodes that are no read of a value: a comparison's operands, assignment and import
+        #: targets, the names after a dot (ids; see :class:`Produced`).
+        self.not_produced: set[int] = set()
+        self.into: list[str] = []  # the module-level names whose assignment value is being walked
         self._before: dict[type, Callable[[Any], None]] = {
             cst.Import: self._import,
             cst.ImportFrom: self._import_from,
@@ -286,6 +292,9 @@ class _Walker(TokenWalker):
             cst.SetComp: self._comp_enter,
             cst.DictComp: self._comp_enter,
             cst.GeneratorExp: self._comp_enter,
+            cst.Comparison: self._comparison,
+            cst.Attribute: self._attribute,
+            cst.Name: self._name,
         }
 
     def before(self, node: cst.CSTNode) -> None:
@@ -405,12 +414,19 @@ class _Walker(TokenWalker):
             self.imports.append(Import(mod, "*", None, level, self.line, self.scope, self.cond_depth > 0))
             return
         for a in node.names:
+            self.not_produced.add(id(a.name))  # an imported name is bound, not read
+            if a.asname is not None:
+                self.not_produced.add(id(a.asname.name))
             name = _name_of(a.name) or ""
             alias = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else None
             self.imports.append(Import(mod, name, alias, level, self.line, self.scope, self.cond_depth > 0))
 
     def _assign(self, node: cst.Assign) -> None:
         self.cur_assign = node
+        self._targets([t.target for t in node.targets])
+        if self.scope == "" and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self.into.append(node.targets[0].target.value)
+            self._on_exit(node, self._into_done, None)
         value = to_expr(node.value)
         for t in node.targets:
             self._bind(t.target, value, node.value)
@@ -418,6 +434,7 @@ class _Walker(TokenWalker):
 
     def _ann_assign(self, node: cst.AnnAssign) -> None:
         self.cur_assign = node
+        self._targets([node.target])
         target = _name_of(node.target) if isinstance(node.target, (cst.Name, cst.Attribute)) else None
         if target is not None:
             self.annotations.append(Annotation(target, annotation_types(node.annotation.annotation),
@@ -425,6 +442,41 @@ class _Walker(TokenWalker):
         if node.value is not None:
             self._bind(node.target, to_expr(node.value), node.value)
             self._store([node.target], node.value)
+
+    # -- where constant values are produced (Produced) -----------------------------------------------
+    def _into_done(self, _: object) -> None:
+        self.into.pop()
+
+    def _targets(self, targets: Iterable[cst.BaseExpression]) -> None:
+        """Assignment targets are stores, not reads: no producers (their elements, for a tuple)."""
+        for t in targets:
+            if isinstance(t, (cst.Tuple, cst.List)):
+                self._targets(el.value for el in t.elements)
+            elif isinstance(t, (cst.Name, cst.Attribute)):
+                self.not_produced.add(id(t))
+
+    def _comparison(self, node: cst.Comparison) -> None:
+        """A comparison's operands (and the items of a literal it tests membership in) read a value, never make one."""
+        for operand in (node.left, *(c.comparator for c in node.comparisons)):
+            self.not_produced.add(id(operand))
+            if isinstance(operand, (cst.Tuple, cst.List, cst.Set)):
+                self.not_produced.update(id(el.value) for el in operand.elements)
+
+    def _attribute(self, node: cst.Attribute) -> None:
+        attr = node.attr.value
+        if not attr.isupper():
+            return
+        self.not_produced.add(id(node.attr))
+        if id(node) not in self.not_produced:
+            self._produce(_name_of(node) or f"?.{attr}")
+
+    def _name(self, node: cst.Name) -> None:
+        if node.value.isupper() and id(node) not in self.not_produced:
+            self._produce(node.value)
+
+    def _produce(self, text: str) -> None:
+        self.produced.append(Produced(text, self.line, self.scope, self._guard_facts(),
+                                      self.into[-1] if self.into and self.scope == "" else ""))
 
     def _shared(self, node: cst.Global | cst.Nonlocal) -> None:
         self.scopes[-1].shared.update(n.name.value for n in node.names)
@@ -554,6 +606,7 @@ class _Walker(TokenWalker):
         self.marks[id(value)] = (0, None, keys, None)
 
     def _aug_assign(self, node: cst.AugAssign) -> None:
+        self._targets([node.target])
         target = _name_of(node.target)
         if target == "__all__" and self.scope == "":
             self._extend_all(node.value)
@@ -913,6 +966,7 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
         annotations=tuple(w.annotations),
         lazy=tuple(lazy),
         allocations=tuple(allocs),
+        produced=tuple(w.produced),
     )
 
 

@@ -344,6 +344,24 @@ ALLOC_TEXT_LIMIT = 300
 
 
 @dataclass(frozen=True, slots=True)
+class Produced:
+    """A read of a constant-style name outside a comparison: an attribute chain whose last part has no lowercase
+    letter (``AttnForwardMethod.MLA_ROCM``, ``Mode.DECODE``) or such a bare name (``_ROCM_METHODS``), returned,
+    assigned, passed, put in a container, used as a default. Where a value comes from: a comparison with the member
+    can hold only where one of these runs (:mod:`castfind.analysis.producers`). Not recorded: a comparison's own
+    operands, assignment and import targets, the definition ``MLA_ROCM = auto()`` in its class.
+
+    ``text``: the chain as written (``?.M`` when its base is no dotted name); ``guards``: the ifs around it, as a
+    call's; ``into``: the module-level name whose assignment holds it (``_ROCM_METHODS = {A.X: A.Y}``), else ""."""
+
+    text: str
+    line: int
+    scope: str
+    guards: tuple[Guard, ...] = ()
+    into: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FileFacts:
     """Everything castfind needs from one source file."""
 
@@ -371,6 +389,8 @@ class FileFacts:
     lazy: tuple[LazyExport, ...] = ()
     #: Buffers allocated and attributes set in methods (``self.X = torch.zeros(...)``): what costs are made of.
     allocations: tuple[Allocation, ...] = ()
+    #: Reads of constant-style names and enum members outside comparisons (:class:`Produced`).
+    produced: tuple[Produced, ...] = ()
 
 
 def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
@@ -381,5 +401,5 @@ def _reduce(self: Any) -> tuple[type, tuple[Any, ...]]:
 # fields() for every object; a warm scan loads millions of these records from the cache. Pickling
 # them as a constructor call with positional values is several times faster.
 for _cls in (Name, Attr, Call, Slice, Subscript, Const, Seq, Other, Import, Assign, CallSite, Return, Guard,
-             Cast, Definition, Dynamic, FileFacts, Annotation, LazyExport, Allocation):
+             Cast, Definition, Dynamic, FileFacts, Annotation, LazyExport, Allocation, Produced):
     _cls.__reduce__ = _reduce  # type: ignore[method-assign]

@@ -187,7 +187,7 @@ def measured_cell(f: Finding) -> str:
 def step_table(table: StepTable) -> list[str]:
     """The per-step table (``text.step_rows``' cells) as a Markdown table under its own heading, then the total."""
     head, rows = step_rows(table)
-    lines = ["#### per decode step", "", "| " + " | ".join(head) + " |",
+    lines = [f"#### per {table.step} step", "", "| " + " | ".join(head) + " |",
              "| " + " | ".join("--:" if i < 3 or i > 6 else ":--" for i in range(len(head))) + " |"]
     lines += ["| " + " | ".join(code_span(c) if i in (4, 5, 6) and c != "-" else table_text(c)
                                 for i, c in enumerate(cells)) + " |" for cells in rows]

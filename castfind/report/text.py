@@ -131,11 +131,15 @@ def step_rows(table: StepTable) -> tuple[list[str], list[list[str]]]:
 
 
 def step_total(table: StepTable) -> str:
-    """``total 53.3 GiB per step over 3 casts (1 more costed cast has no number: bind its unbound names)``."""
+    """``total 53.3 GiB per step over 3 casts (1 more costed cast has no number: bind its unbound names)``, then
+    the costed casts left out as on other steps only (``; 2 casts run only on the extend step, not counted``)."""
     text = f"total {format_step_bytes(table.total, table.total_max)} per step over {_plural(len(table.rows), 'cast')}"
     if table.unnumbered:
         text += (f" ({_plural(table.unnumbered, 'more costed cast')} without a number: bind the names its cost line "
                  f"lists as unbound)")
+    for steps, n in table.elsewhere:
+        verb = "runs" if n == 1 else "run"
+        text += f"; {_plural(n, 'cast')} {verb} only on the {' and '.join(steps.split(','))} step, not counted"
     return text
 
 
@@ -143,7 +147,7 @@ def format_step(table: StepTable) -> list[str]:
     """The per-step table in text, as a profiler prints one: aligned columns, most bytes first, then the total."""
     head, rows = step_rows(table)
     widths = [max(len(c) for c in col) for col in zip(head, *rows, strict=True)]
-    out = ["per decode step (static cost of each reported cast):"]
+    out = [f"per {table.step} step (static cost of each reported cast):"]
     out += [_INDENT + "  ".join(shown(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
             for cells in (head, *rows)]
     return [*out, _INDENT + step_total(table)]
@@ -185,6 +189,8 @@ def format_finding(f: Finding, source_line: SourceLine | None = None, *, color: 
         details.append(f"hot path: {' → '.join(f.hot_path)}")
     if f.conditions:
         details.append(f"only when: {format_conditions(f.conditions, f.root)}")
+    if f.steps:
+        details.append(f"runs on: the {' and '.join(f.steps)} step{'s' if len(f.steps) > 1 else ''}")
     if f.off_path:
         details.append(f"off this deployment's path: {f.off_path}")
     if f.provenance:
