@@ -698,6 +698,9 @@ class _IndexLookup:
         sf = self.index.file_for_path(os.path.join(root, path)) if root else self.index.file_for_path(path)
         return self.index.facts_of(sf) if sf is not None else None
 
+    def files_naming(self, name: str, limit: int) -> list[Any]:
+        return list(self.index.load_files(self.words.containing([name])[:limit]))
+
 
 def _checked(f: Finding, bound: Bindings) -> Finding:
     """``f`` with its static cost held against its measurement, when a trace measured it (:func:`cost.check`)."""
@@ -722,7 +725,8 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
     wanted = [f for f in found if f.root and f.rule != MEASURED_CAST.id]
     got = _carried_costs(scan_plan, [cost_id(f) for f in wanted])
     if got is None:
-        model = CostModel(scan_plan.ruleset, _IndexLookup(scan_plan.index), scan_plan.bindings)
+        model = CostModel(scan_plan.ruleset, _IndexLookup(scan_plan.index), scan_plan.bindings,
+                          deployment=deployment_given(scan_plan.request.cost))
         got = ({cost_id(f): model.cost(f) for f in wanted}, model.unused_sets())
         _store_costs(scan_plan, got)
     table, unused = got
@@ -749,7 +753,8 @@ def _cost_key(scan_plan: ScanPlan) -> str | None:
     import hashlib
 
     bound = scan_plan.bindings
-    digest = hashlib.blake2b(repr((COST_VERSION, sorted(bound.values.items()), bound.explicit)).encode(),
+    described = deployment_given(scan_plan.request.cost)
+    digest = hashlib.blake2b(repr((COST_VERSION, sorted(bound.values.items()), bound.explicit, described)).encode(),
                              digest_size=16)
     return f"{scan_plan.memo_key}-cost-{digest.hexdigest()}"
 

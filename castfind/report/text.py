@@ -91,6 +91,8 @@ def format_runtime(rt: Runtime) -> str:
 
 def format_cost(c: Cost) -> str:
     """``[size + page_size, 1, 576] torch.float8_e4m3fn→activation_dtype, per step: layer_num * (...) = 48.6 GiB``."""
+    if not c.shape and not c.per_step:  # no buffer was found to size (a parameter no caller hands one): why
+        return c.note or "no number"
     if c.value is not None:
         known = f" = {format_step_bytes(c.value, c.value_max)}" + (" (a range over the candidates)" if c.is_range() else "")
     else:
