@@ -64,8 +64,21 @@ def test_the_step_table_has_the_head_and_counts_the_look_alike(tmp_path: Path) -
 
 
 def test_without_a_deployment_a_parameters_cast_costs_as_before(tmp_path: Path) -> None:
-    """No deployment flag: no caller is followed, both casts have no cost (as before this mechanism)."""
-    assert _costs(tmp_path) == {HEAD_LINE: None, KERNEL_LINE: None}
+    """No deployment flag: no caller is followed, both casts have no cost (as before this mechanism), and an
+    embedding-like module's weight cast in its owner is not sized either (it was not before)."""
+    kit = tmp_path / "headkit"
+    shutil.copytree(KIT, kit)
+    model = kit / "model.py"
+    model.write_text(model.read_text().replace("        return self.logits_processor(",
+                                               "        self.tied = self.lm_head.weight.float()\n"
+                                               "        return self.logits_processor("))
+    assert _costs(tmp_path, root=kit) == {HEAD_LINE: None, KERNEL_LINE: None}
+    doc = json.loads(_scan(tmp_path, root=kit))
+    tied = [f for f in doc["findings"] if f["path"].endswith("model.py")]
+    assert [(f["line"], f["rule"], f["cost"]) for f in tied] == [(20, "CF102", None)]
+    with_deployment = json.loads(_scan(tmp_path, *DEPLOY, root=kit))
+    cost = next(f["cost"] for f in with_deployment["findings"] if f["path"].endswith("model.py"))
+    assert (cost["value"], cost["holder"]) == (HEAD, "TinyForCausalLM.lm_head")
 
 
 def test_two_models_handing_heads_of_two_sizes_give_a_range(tmp_path: Path) -> None:
@@ -107,6 +120,6 @@ def test_embedding_like_constructors_are_read_as_num_by_dim_weights() -> None:
                      "        self.table = VocabParallelEmbedding(num_embeddings=v, embedding_dim=d)\n"
                      "        self.head = ParallelLMHead(v, d, dtype=torch.bfloat16)\n"
                      "        self.norm = RMSNorm(d)\n")
-    got = {a.target: (a.kind, a.shape, a.dtype) for a in allocations(tree) if a.kind == "linear"}
-    assert got == {"self.embed": ("linear", ("v", "d"), None), "self.table": ("linear", ("v", "d"), None),
-                   "self.head": ("linear", ("v", "d"), "torch.bfloat16")}
+    got = {a.target: (a.kind, a.shape, a.dtype) for a in allocations(tree) if a.kind != "value"}
+    assert got == {"self.embed": ("embedding", ("v", "d"), None), "self.table": ("embedding", ("v", "d"), None),
+                   "self.head": ("embedding", ("v", "d"), "torch.bfloat16")}

@@ -80,7 +80,7 @@ from castfind.analysis.operand_guards import never_runs
 from castfind.core import casts
 from castfind.core.rules import CostSpec, RuleSet, glob_match
 from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, StepRow, StepTable
-from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
+from castfind.read.facts import Allocation, AllocKind, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
 COST_VERSION = 10
@@ -677,7 +677,7 @@ class CostModel:
         if not held.view:
             ref = held.holders[0]
             _, found = self._allocs_in(ref, f"*.{held.attr}" if held.on_param else f"self.{held.attr}",
-                                       ("linear",) if held.module_weight else ("tensor", "parameter", "linear"))
+                                       self._kinds(held))
             if len({a.dtype for a in found if a.shape is not None}) != 1:
                 return cost
         src = canonical_literal(cost.src_dtype)
@@ -775,7 +775,7 @@ class CostModel:
         ref = held.holders[0]
         same = own is not None and own[0] is ref[0] and own[1] is ref[1]
         target = f"*.{held.attr}" if held.on_param else f"self.{held.attr}"
-        kinds = ("linear",) if held.module_weight else ("tensor", "parameter", "linear")
+        kinds = self._kinds(held)
         path, found = self._allocs_in(ref, target, kinds)
         allocs = [a for a in found if a.shape is not None]
         if not allocs:
@@ -826,6 +826,13 @@ class CostModel:
         unbound = () if value is not None else self._unbound([*dims, *factors], [src, dst])
         return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", declared=at,
                     verdict=verdict, note=note, unbound=unbound, calls=times)
+
+    def _kinds(self, held: Held) -> tuple[AllocKind, ...]:
+        """The allocation kinds ``held`` may be: a module's weight (``self.proj.weight``) is read off its constructor
+        call; an embedding-like one (``ParallelLMHead(vocab, hidden)``) only with a deployment described, so a scan
+        without one costs as before."""
+        modules: tuple[AllocKind, ...] = ("linear", "embedding") if self.callers is not None else ("linear",)
+        return modules if held.module_weight else ("tensor", "parameter", *modules)
 
     def _unbound(self, sizes: Sequence[str], dtypes: Sequence[str | None]) -> tuple[str, ...]:
         """The names a user has to bind for a value: those of the sizes that are no number, and each dtype

@@ -12,7 +12,8 @@ file), class by class, method by method. What is recorded (:class:`~castfind.rea
   (``ColumnParallelLinear(input_size=..., output_size=...)``; its weight: ``[out, in]``), ``nn.Conv1d(in, out, k,
   groups=g)`` (its weight: ``[out, in // g, k]``), ``nn.Embedding(num, dim)`` and the vocabulary-parallel tables
   named after it (``VocabParallelEmbedding``, an output head ``ParallelLMHead(vocab, hidden)``; its weight:
-  ``[num, dim]``), positional or keyword arguments;
+  ``[num, dim]``; kind ``embedding``, which cost reads only when a deployment is described), positional or keyword
+  arguments;
 * a parameter set on *another object* by a method, as quantized layers' ``create_weights(self, layer, ...)``
   do: ``layer.register_parameter("w", w)``, ``setattr(layer, "w", w)`` or ``layer.w = w`` with ``w`` a
   local holding one of the above: recorded with target ``layer.w`` (the method's parameter name), so a
@@ -137,7 +138,7 @@ def _classify(value: ast.AST) -> Allocation | None:
             num = _arg(value, 0, "num_embeddings")
             dim = _arg(value, 1, "embedding_dim")
             if num is not None and dim is not None:
-                return Allocation("", "", 0, "linear", (_text(num), _text(dim)), dt)
+                return Allocation("", "", 0, "embedding", (_text(num), _text(dim)), dt)
         if name in _CONV1D:
             c_in = _arg(value, 0, "in_channels")
             c_out = _arg(value, 1, "out_channels")
