@@ -81,8 +81,9 @@ def test_without_a_deployment_a_parameters_cast_costs_as_before(tmp_path: Path) 
     assert (cost["value"], cost["holder"]) == (HEAD, "TinyForCausalLM.lm_head")
 
 
-def test_two_models_handing_heads_of_two_sizes_give_a_range(tmp_path: Path) -> None:
-    kit = tmp_path / "headkit"
+def _wide(tmp: Path, registered: bool) -> Path:
+    """headkit with a second model that hands the processor a head twice as wide (a registered model or not)."""
+    kit = tmp / "headkit"
     shutil.copytree(KIT, kit)
     (kit / "wide.py").write_text(
         "from torch import nn\n\nfrom .layers import LogitsHead, ShardedLMHead\n\n\n"
@@ -92,12 +93,35 @@ def test_two_models_handing_heads_of_two_sizes_give_a_range(tmp_path: Path) -> N
         "        self.lm_head = ShardedLMHead(config.vocab_size, 2 * config.hidden_size)\n"
         "        self.logits_processor = LogitsHead(config)\n\n"
         "    def forward(self, input_ids, positions, batch):\n"
-        "        return self.logits_processor(input_ids, self.embed(input_ids), self.lm_head, batch)\n")
-    cost = _costs(tmp_path, *DEPLOY, root=kit)[HEAD_LINE]
+        "        return self.logits_processor(input_ids, self.embed(input_ids), self.lm_head, batch)\n"
+        + "\n\nEntryClass = WideForCausalLM\n" * registered)
+    return kit
+
+
+#: A deployment without a model config (so no model path chooses among the models): the sizes bound by hand.
+SIZES = ("--platform", "cuda", "--set", "config.vocab_size=32000", "--set", "config.hidden_size=1024",
+         "--set", "activation_dtype=bfloat16")
+
+
+def test_two_heads_of_two_sizes_handed_in_give_a_range(tmp_path: Path) -> None:
+    """No model config: either model's call may be this deployment's, so the cost is the range over both heads."""
+    cost = _costs(tmp_path, *SIZES, root=_wide(tmp_path, registered=False))[HEAD_LINE]
     assert cost is not None
     assert (cost["value"], cost["value_max"]) == (HEAD, 2 * HEAD)
     assert cost["candidates"] == ["TinyForCausalLM.lm_head", "WideForCausalLM.lm_head"]
     assert "one of 2 buffers handed to head.weight by its callers" in cost["note"]
+
+
+def test_another_registered_models_call_is_left_out(tmp_path: Path) -> None:
+    """The second model is registered too, and the config names the first: the wide head is another model's."""
+    kit = _wide(tmp_path, registered=True)
+    cost = _costs(tmp_path, *DEPLOY, root=kit)[HEAD_LINE]
+    assert cost is not None and (cost["value"], cost["holder"]) == (HEAD, "TinyForCausalLM.lm_head")
+    assert "value_max" not in cost
+    wide = kit / "config.json"
+    wide.write_text(CONFIG.read_text().replace("TinyForCausalLM", "WideForCausalLM"))
+    cost = _costs(tmp_path, "--model-config", str(wide), "--platform", "cuda", root=kit)[HEAD_LINE]
+    assert cost is not None and (cost["value"], cost["holder"]) == (2 * HEAD, "WideForCausalLM.lm_head")
 
 
 def test_a_call_that_hides_the_argument_says_so(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ import ast
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -446,14 +446,16 @@ class Lookup(Protocol):
 class CostModel:
     """Costs of findings for one run. Every class hierarchy, attribute and getter is resolved once."""
 
-    def __init__(self, rules: RuleSet, lookup: Lookup, bound: Bindings, deployment: bool = False) -> None:
+    def __init__(self, rules: RuleSet, lookup: Lookup, bound: Bindings, deployment: bool = False,
+                 off_model: Callable[[str], str | None] | None = None) -> None:
         self.rules = rules
         self.lookup = lookup
         self.ev = Evaluator(bound)
         self.holders = Holders(rules, lookup.definitions)
         #: A deployment is described: a parameter's cast is costed by what its callers hand in
         #: (:mod:`castfind.analysis.handed`), and one without a number says why. Without one, costs are as before.
-        self.callers = Callers(self.holders, lookup.files_naming) if deployment else None
+        #: ``off_model``: why a function (``module.Class.method``) is another model's (``ModelPath.verdict``).
+        self.callers = Callers(self.holders, lookup.files_naming, off_model) if deployment else None
         self._attrs: dict[tuple[str, str, str], str | None] = {}
         self._mro: dict[tuple[str, str], tuple[ClassRef, ...]] = {}
         self._consts: dict[tuple[str, str], dict[str, str]] = {}

@@ -16,7 +16,9 @@ receiver, never by the name alone:
 * for a plain function, ``f(...)`` or ``mod.f(...)`` in a file that names ``f``.
 
 An argument that is no buffer (``torch.cat(...)`` of activations, a parameter no caller hands a buffer to) is
-said, with where it was handed, in :attr:`Handed.why`: a cast without a number says why it has none.
+said, with where it was handed, in :attr:`Handed.why`: a cast without a number says why it has none. With
+``--model-config``, a call in another model's class (the model path's verdict) is left out: it hands that model's
+buffer, not this deployment's.
 Pure over the facts; used only when a deployment is described (:class:`castfind.analysis.cost.CostModel`).
 """
 
@@ -59,9 +61,13 @@ def parameter_of(facts: FileFacts, scope: str, end: Expr | None) -> tuple[str, s
 class Callers:
     """The calls that hand a parameter its buffer, across files (see the module docstring)."""
 
-    def __init__(self, holders: Holders, files_naming: Callable[[str, int], Sequence[FileFacts]]) -> None:
+    def __init__(self, holders: Holders, files_naming: Callable[[str, int], Sequence[FileFacts]],
+                 off_model: Callable[[str], str | None] | None = None) -> None:
         self.holders = holders
         self.files_naming = files_naming
+        #: Why a caller (``module.Class.method``) is another model's (non-empty), "" or None when it is not: with
+        #: ``--model-config``, the model path's verdict. Another model's call hands another model's buffer.
+        self.off_model = off_model
 
     def handed(self, facts: FileFacts, scope: str, param: str, attr: str | None) -> Handed:
         """What the calls of ``scope`` hand to ``param`` (its ``.attr`` when ``attr``), followed back."""
@@ -75,9 +81,13 @@ class Callers:
                 continue
             seen.add((ff.path, sc, p))
             calls = self.calls_of(ff, sc)
-            if not calls:
-                why.append(f"no call of {sc} that castfind can read hands {p}")
+            off = self.off_model
+            ours = [c for c in calls if off is None or not off(f"{c[0].module}.{c[1].scope}")]
+            if not ours:
+                why.append(f"no call of {sc} that castfind can read hands {p}" + (
+                    f" on the model's path ({len(calls)} in other models' code)" if calls else ""))
                 continue
+            calls = ours
             d = _function(ff, sc)
             assert d is not None
             for cf, cs, module_call in calls:
