@@ -68,6 +68,7 @@ class Callers:
         #: Why a caller (``module.Class.method``) is another model's (non-empty), "" or None when it is not: with
         #: ``--model-config``, the model path's verdict. Another model's call hands another model's buffer.
         self.off_model = off_model
+        self._seen: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
     def handed(self, facts: FileFacts, scope: str, param: str, attr: str | None) -> Handed:
         """What the calls of ``scope`` hand to ``param`` (its ``.attr`` when ``attr``), followed back."""
@@ -134,22 +135,27 @@ class Callers:
         for ff in self.files_naming(cls, MAX_FILES):
             for c in ff.calls:
                 recv, _, method = c.func.rpartition(".")
-                if method == d.name and recv and _typed(ff, c.scope, recv, cls):
+                if method == d.name and recv and cls in self._types(ff, c.scope, recv):
                     out.append((ff, c, False))
-                elif d.name == "forward" and _typed(ff, c.scope, c.func, cls):
+                elif d.name == "forward" and cls in self._types(ff, c.scope, c.func):
                     out.append((ff, c, True))
         return out
 
-
-def _typed(facts: FileFacts, scope: str, recv: str, cls: str) -> bool:
-    """Is ``recv`` (``self.A`` or a parameter name) an instance of class ``cls`` by what ``facts`` says?"""
-    parts = recv.split(".")
-    if len(parts) == 2 and parts[0] == "self":
-        return cls in holder_classes(facts, scope, Attr(Attr(Name("self"), parts[1]), "_"))
-    if len(parts) == 1:
-        d = _function(facts, scope)
-        return d is not None and any(n == recv and cls in {t.rsplit(".", 1)[-1] for t in ts} for n, ts in d.param_types)
-    return False
+    def _types(self, facts: FileFacts, scope: str, recv: str) -> tuple[str, ...]:
+        """The classes ``recv`` (``self.A`` or a parameter name) is an instance of, by what ``facts`` says: those
+        ``self.A`` is built from in the method's class, or a parameter's annotation. Memoised per class and name
+        (PERF: a module's ``forward`` is called as ``self.A(...)``, and files have thousands of such calls)."""
+        parts = recv.split(".")
+        if len(parts) == 2 and parts[0] == "self":
+            key = (f"{facts.module}:{facts.path}", enclosing_class(facts, scope) or "", recv)
+            got = self._seen.get(key)
+            if got is None:
+                got = self._seen[key] = holder_classes(facts, scope, Attr(Attr(Name("self"), parts[1]), "_"))
+            return got
+        if len(parts) == 1:
+            d = _function(facts, scope)
+            return tuple(t.rsplit(".", 1)[-1] for n, ts in (d.param_types if d else ()) if n == recv for t in ts)
+        return ()
 
 
 def _function(facts: FileFacts, scope: str) -> Definition | None:
