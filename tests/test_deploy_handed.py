@@ -40,16 +40,19 @@ def test_the_head_handed_to_the_processor_is_sized_by_the_models_constructor(tmp
     cost = _costs(tmp_path, *DEPLOY)[HEAD_LINE]
     assert cost is not None
     assert (cost["value"], cost["calls_per_step"], cost["holder"]) == (HEAD, 1, "TinyForCausalLM.lm_head")
-    assert cost["shape"] == ["config.vocab_size", "config.hidden_size"] and cost["declared"] == "model.py:12"
+    assert cost["shape"] == ["config.vocab_size", "config.hidden_size"] and cost["declared"] == "model.py:13"
     assert cost["note"].endswith("handed to head.weight by its callers") and "value_max" not in cost
 
 
 def test_the_look_alike_says_why_it_has_no_number(tmp_path: Path) -> None:
-    """The kernel's cache is handed in, but reserved by a helper: no number, and the cost line says why."""
+    """The kernel's cache is handed in, but reserved by a helper, and then an activation (a cast's result): no
+    number, and the cost line says why, call by call."""
     cost = _costs(tmp_path, *DEPLOY)[KERNEL_LINE]
     assert cost is not None and cost["value"] is None and cost["shape"] == []
     assert cost["note"] == ("no number: k_cache is a parameter; TinyForCausalLM.k_cache is handed in, but castfind "
-                            "finds no allocation of it it can size")
+                            "finds no allocation of it it can size; model.py:21 TinyForCausalLM.forward hands "
+                            "hidden.view(-1, 64).to(torch.bfloat16), the result of a call (.to) that hands out no "
+                            "buffer castfind can size")
     text = _scan(tmp_path, *DEPLOY, fmt=())
     assert f"cost: {cost['note']}\n" in text
     assert ("total 187.5 MiB per step over 1 cast (1 more costed cast without a number: its cost line lists the "
@@ -77,7 +80,7 @@ def test_without_a_deployment_a_parameters_cast_costs_as_before(tmp_path: Path) 
     assert _costs(tmp_path, root=kit) == {HEAD_LINE: None, KERNEL_LINE: None}
     doc = json.loads(_scan(tmp_path, root=kit))
     tied = [f for f in doc["findings"] if f["path"].endswith("model.py")]
-    assert [(f["line"], f["rule"], f["cost"]) for f in tied] == [(20, "CF102", None)]
+    assert [(f["line"], f["rule"], f["cost"]) for f in tied] == [(22, "CF102", None)]
     with_deployment = json.loads(_scan(tmp_path, *DEPLOY, root=kit))
     cost = next(f["cost"] for f in with_deployment["findings"] if f["path"].endswith("model.py"))
     assert (cost["value"], cost["holder"]) == (HEAD, "TinyForCausalLM.lm_head")
@@ -135,7 +138,7 @@ def test_a_call_that_hides_the_argument_says_so(tmp_path: Path) -> None:
                                                "self.logits_processor(*(input_ids, hidden, self.lm_head, batch))"))
     cost = _costs(tmp_path, *DEPLOY, root=kit)[HEAD_LINE]
     assert cost is not None and cost["value"] is None
-    assert cost["note"] == ("no number: head.weight is a parameter; model.py:20 passes head in a way castfind cannot "
+    assert cost["note"] == ("no number: head.weight is a parameter; model.py:22 passes head in a way castfind cannot "
                             "read (*args or a missing argument)")
 
 

@@ -102,6 +102,11 @@ class Callers:
                 got = self.holders.read(cf, cs.scope, walked)
                 if isinstance(got, Held) and got.on_param:
                     got = None  # `p.weight` of the caller's own parameter `p`: followed to the caller's callers below
+                if isinstance(got, GetterCall) and not self.holders.handed_out(got.name):
+                    # `k.view(...).to(q.dtype)`: a call's fresh result (an activation), no getter of a held buffer
+                    why.append(f"{where} {cs.scope} hands {_short(render(expr))}, the result of a call (.{got.name}) "
+                               f"that hands out no buffer castfind can size")
+                    continue
                 if got is not None:
                     if got not in found:
                         found.append(got)
@@ -113,7 +118,7 @@ class Callers:
                     todo.append((cf, cs.scope, up[0], up[1], hops + 1))
                     continue
                 stop = f" ({walked.reason}: {walked.detail})" if isinstance(walked, Stop) and walked.detail else ""
-                why.append(f"{where} {cs.scope} hands {render(expr)}, no allocation castfind can size{stop}")
+                why.append(f"{where} {cs.scope} hands {_short(render(expr))}, no allocation castfind can size{stop}")
         return Handed(tuple(found), tuple(dict.fromkeys(why)))
 
     # -- the calls of a function ------------------------------------------------------------------------------
@@ -176,3 +181,8 @@ def _argument(d: Definition, cs: CallSite, param: str, module_call: bool) -> Exp
         return None
     return cs.args[position]
 
+
+
+def _short(text: str) -> str:
+    """An argument as a note shows it: at most 60 characters."""
+    return text if len(text) <= 60 else f"{text[:45]}...{text[-12:]}"
