@@ -454,7 +454,7 @@ class CostModel:
         self.holders = Holders(rules, lookup.definitions)
         #: A deployment is described: a parameter's cast is costed by what its callers hand in
         #: (:mod:`castfind.analysis.handed`), and one without a number says why. Without one, costs are as before.
-        #: ``off_model``: why a function (``module.Class.method``) is another model's (``ModelPath.verdict``).
+        #: ``off_model``: why a function (``module.Class.method``) is off the model's path (``ModelPath.verdict``).
         self.callers = Callers(self.holders, lookup.files_naming, off_model) if deployment else None
         self._attrs: dict[tuple[str, str, str], str | None] = {}
         self._mro: dict[tuple[str, str], tuple[ClassRef, ...]] = {}

@@ -17,8 +17,8 @@ receiver, never by the name alone:
 
 An argument that is no buffer (``torch.cat(...)`` of activations, a parameter no caller hands a buffer to) is
 said, with where it was handed, in :attr:`Handed.why`: a cast without a number says why it has none. With
-``--model-config``, a call in another model's class (the model path's verdict) is left out: it hands that model's
-buffer, not this deployment's.
+``--model-config``, a call off the model's path (another model's class, a component the flags did not select: the
+model path's verdict) is left out: it hands a buffer this deployment does not run.
 Pure over the facts; used only when a deployment is described (:class:`castfind.analysis.cost.CostModel`).
 """
 
@@ -65,8 +65,8 @@ class Callers:
                  off_model: Callable[[str], str | None] | None = None) -> None:
         self.holders = holders
         self.files_naming = files_naming
-        #: Why a caller (``module.Class.method``) is another model's (non-empty), "" or None when it is not: with
-        #: ``--model-config``, the model path's verdict. Another model's call hands another model's buffer.
+        #: Why a caller (``module.Class.method``) is off the model's path (non-empty: another model's class, a component
+        #: the flags did not select), "" or None when it is not: with ``--model-config``, the model path's verdict.
         self.off_model = off_model
         self._seen: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
@@ -86,7 +86,8 @@ class Callers:
             ours = [c for c in calls if off is None or not off(f"{c[0].module}.{c[1].scope}")]
             if not ours:
                 why.append(f"no call of {sc} that castfind can read hands {p}" + (
-                    f" on the model's path ({len(calls)} in other models' code)" if calls else ""))
+                    f" on the model's path ({len(calls)} in code off it: another model's, an unselected component's)"
+                    if calls else ""))
                 continue
             calls = ours
             d = _function(ff, sc)
