@@ -55,7 +55,7 @@ def test_the_look_alike_says_why_it_has_no_number(tmp_path: Path) -> None:
                             "buffer castfind can size")
     text = _scan(tmp_path, *DEPLOY, fmt=())
     assert f"cost: {cost['note']}\n" in text
-    assert ("total 187.5 MiB per step over 1 cast (1 more costed cast without a number: its cost line lists the "
+    assert ("total 187.5 MiB per step over 1 cast (1 more costed cast without a number: each cost line lists the "
             "unbound names to bind, or says why there is no buffer to size)") in text
     md = _scan(tmp_path, *DEPLOY, fmt=("--format", "markdown"))
     assert "| no number: k\\_cache is a parameter; TinyForCausalLM.k\\_cache is handed in" in md

@@ -136,7 +136,7 @@ def step_total(table: StepTable) -> str:
     """``total 53.3 GiB per step over 3 casts (1 more costed cast without a number: ...)``."""
     text = f"total {format_step_bytes(table.total, table.total_max)} per step over {_plural(len(table.rows), 'cast')}"
     if table.unnumbered:
-        text += (f" ({_plural(table.unnumbered, 'more costed cast')} without a number: its cost line lists the "
+        text += (f" ({_plural(table.unnumbered, 'more costed cast')} without a number: each cost line lists the "
                  f"unbound names to bind, or says why there is no buffer to size)")
     return text
 
