@@ -556,10 +556,10 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     kept, deselected = _select(scan_plan, kept)
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
     dep, graph = _deployment(scan_plan), _graph_once(scan_plan)
-    kept, off_model, model_diags = _model_path(scan_plan, kept, dep)
+    kept, off_model, model_diags, model_path = _model_path(scan_plan, kept, dep)
     kept, off_path = _deployment_path(scan_plan, kept, graph, dep)
     kept = _steps(scan_plan, kept, graph, dep)
-    kept, cost_diags = _costs(scan_plan, kept)
+    kept, cost_diags = _costs(scan_plan, kept, model_path)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
     diags = [*out.diagnostics, *sup.diagnostics, *model_diags, *cost_diags]
     cache = scan_plan.index.cache
@@ -693,21 +693,23 @@ def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Ma
     return path, diags
 
 
-def _model_path(scan_plan: ScanPlan, found: list[Finding], dep: Any) -> tuple[list[Finding], int, list[Diagnostic]]:
+def _model_path(scan_plan: ScanPlan, found: list[Finding], dep: Any
+                ) -> tuple[list[Finding], int, list[Diagnostic], modelpath.ModelPath | None]:
     """With ``--model-config``: each finding off the model's path (:mod:`castfind.analysis.modelpath`) marked with
-    why, and left out unless ``--all-models`` (how many were left out is returned)."""
+    why, and left out unless ``--all-models`` (how many were left out is returned), and the path itself (the cost
+    stage leaves out the callers that are another model's)."""
     config, req = scan_plan.model_config, scan_plan.request.cost
     if config is None or not found:
-        return found, 0, []
+        return found, 0, [], None
     flags = {"attention_backend": req.attention_backend, "quantization": req.quantization}
     path, diags = _select_model_path(scan_plan, config, flags, dep)
     if path is None:
-        return found, 0, diags
+        return found, 0, diags, None
     marked = [replace(f, off_path=why) if (why := modelpath.off_path(path, f)) else f for f in found]
     if req.all_models:
-        return marked, 0, diags
+        return marked, 0, diags, path
     kept = [f for f in marked if not f.off_path]
-    return kept, len(marked) - len(kept), diags
+    return kept, len(marked) - len(kept), diags, path
 
 
 class _IndexLookup:
@@ -733,6 +735,9 @@ class _IndexLookup:
         sf = self.index.file_for_path(os.path.join(root, path)) if root else self.index.file_for_path(path)
         return self.index.facts_of(sf) if sf is not None else None
 
+    def files_naming(self, name: str, limit: int) -> list[Any]:
+        return list(self.index.load_files(self.words.containing([name])[:limit]))
+
 
 def _checked(f: Finding, bound: Bindings) -> Finding:
     """``f`` with its static cost held against its measurement, when a trace measured it (:func:`cost.check`)."""
@@ -741,7 +746,8 @@ def _checked(f: Finding, bound: Bindings) -> Finding:
     return replace(f, cost=replace(f.cost, check=check_cost(f.cost, f.runtime, bound)))
 
 
-def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], list[Diagnostic]]:
+def _costs(scan_plan: ScanPlan, found: list[Finding], path: modelpath.ModelPath | None = None
+           ) -> tuple[list[Finding], list[Diagnostic]]:
     """Each finding's static cost (:mod:`castfind.analysis.cost`), and a diagnostic per ``--set`` name no formula used.
 
     PERF: only findings are costed (after suppression and scope), each class and attribute once per run.
@@ -755,11 +761,13 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
         return (roots.get(f.root, f.root), f.path, f.line, f.column, f.rule)
 
     wanted = [f for f in found if f.root and f.rule != MEASURED_CAST.id]
-    got = _carried_costs(scan_plan, [cost_id(f) for f in wanted])
+    got = _carried_costs(scan_plan, [cost_id(f) for f in wanted], path)
     if got is None:
-        model = CostModel(scan_plan.ruleset, _IndexLookup(scan_plan.index), scan_plan.bindings)
+        model = CostModel(scan_plan.ruleset, _IndexLookup(scan_plan.index), scan_plan.bindings,
+                          deployment=deployment_given(scan_plan.request.cost),
+                          off_model=path.verdict if path is not None else None)
         got = ({cost_id(f): model.cost(f) for f in wanted}, model.unused_sets())
-        _store_costs(scan_plan, got)
+        _store_costs(scan_plan, got, path)
     table, unused = got
     out = [judged(f, table.get(cost_id(f))) for f in found]
     bound = scan_plan.bindings
@@ -777,26 +785,29 @@ def _costs(scan_plan: ScanPlan, found: list[Finding]) -> tuple[list[Finding], li
     return out, diags
 
 
-def _cost_key(scan_plan: ScanPlan) -> str | None:
+def _cost_key(scan_plan: ScanPlan, path: modelpath.ModelPath | None = None) -> str | None:
     """Where this configuration's costs are stored, with the bound names (None: no cache, no carried results)."""
     if scan_plan.index.cache is None or scan_plan.memo_key is None:
         return None
     import hashlib
 
     bound = scan_plan.bindings
-    digest = hashlib.blake2b(repr((COST_VERSION, sorted(bound.values.items()), bound.explicit)).encode(),
+    req = scan_plan.request.cost
+    # A parameter's cost follows only callers on the model's path, which the components the flags pick decide.
+    described = (deployment_given(req), path.model if path is not None else None, req.attention_backend, req.quantization)
+    digest = hashlib.blake2b(repr((COST_VERSION, sorted(bound.values.items()), bound.explicit, described)).encode(),
                              digest_size=16)
     return f"{scan_plan.memo_key}-cost-{digest.hexdigest()}"
 
 
-def _carried_costs(scan_plan: ScanPlan, wanted: list[tuple[str, str, int, int, str]]
+def _carried_costs(scan_plan: ScanPlan, wanted: list[tuple[str, str, int, int, str]], path: modelpath.ModelPath | None
                    ) -> tuple[dict[Any, Any], list[str]] | None:
     """The costs the last run with these bound names computed on this very tree, if they cover ``wanted``.
 
     PERF: costing decodes the facts of the pools' and the findings' files (seconds on the sglang wheel);
     a warm scan of an unchanged tree reads one row instead.
     """
-    key = _cost_key(scan_plan)
+    key = _cost_key(scan_plan, path)
     if key is None:
         return None
 
@@ -809,8 +820,8 @@ def _carried_costs(scan_plan: ScanPlan, wanted: list[tuple[str, str, int, int, s
     return table, unused
 
 
-def _store_costs(scan_plan: ScanPlan, got: tuple[dict[Any, Any], list[str]]) -> None:
-    key = _cost_key(scan_plan)
+def _store_costs(scan_plan: ScanPlan, got: tuple[dict[Any, Any], list[str]], path: modelpath.ModelPath | None) -> None:
+    key = _cost_key(scan_plan, path)
     if key is None:
         return
 

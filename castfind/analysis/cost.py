@@ -70,19 +70,20 @@ import ast
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from castfind.analysis.getters import ClassRef, GetterCall, Held, Holders, dtype_like
+from castfind.analysis.handed import Callers, Handed, parameter_of
 from castfind.analysis.operand_guards import never_runs
 from castfind.core import casts
 from castfind.core.rules import CostSpec, RuleSet, glob_match
 from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, StepRow, StepTable
-from castfind.read.facts import Allocation, Cast, Const, Definition, FileFacts, render
+from castfind.read.facts import Allocation, AllocKind, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 9
+COST_VERSION = 10
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -437,15 +438,24 @@ class Lookup(Protocol):
         """The facts of a scanned file."""
         ...
 
+    def files_naming(self, name: str, limit: int) -> Sequence[FileFacts]:
+        """The facts of the files (at most ``limit``) whose text has the identifier ``name`` (where its calls may be)."""
+        ...
+
 
 class CostModel:
     """Costs of findings for one run. Every class hierarchy, attribute and getter is resolved once."""
 
-    def __init__(self, rules: RuleSet, lookup: Lookup, bound: Bindings) -> None:
+    def __init__(self, rules: RuleSet, lookup: Lookup, bound: Bindings, deployment: bool = False,
+                 off_model: Callable[[str], str | None] | None = None) -> None:
         self.rules = rules
         self.lookup = lookup
         self.ev = Evaluator(bound)
         self.holders = Holders(rules, lookup.definitions)
+        #: A deployment is described: a parameter's cast is costed by what its callers hand in
+        #: (:mod:`castfind.analysis.handed`), and one without a number says why. Without one, costs are as before.
+        #: ``off_model``: why a function (``module.Class.method``) is off the model's path (``ModelPath.verdict``).
+        self.callers = Callers(self.holders, lookup.files_naming, off_model) if deployment else None
         self._attrs: dict[tuple[str, str, str], str | None] = {}
         self._mro: dict[tuple[str, str], tuple[ClassRef, ...]] = {}
         self._consts: dict[tuple[str, str], dict[str, str]] = {}
@@ -599,6 +609,19 @@ class CostModel:
         own = self.holders.own_class(facts, cast.scope)
         bounds = self._loop_bounds(own, cast.loops)
         walks = any(t in names_in(render(cast.receiver)) for t, _ in cast.loops)
+        got = self._end_cost(finding, end, cast, own, bounds, walks)
+        if got is not None or self.callers is None:
+            return got
+        walked = self.holders.prov.origin_or_stop(facts, cast.scope, cast.receiver, cast.line)
+        param = parameter_of(facts, cast.scope, walked.trail.end)
+        if param is None or not all(s.kind in ("name", "view", "view-attribute") for s in walked.trail.steps):
+            return None
+        return self._handed_cost(finding, cast, own, bounds, walks, param,
+                                 self.callers.handed(facts, cast.scope, *param))
+
+    def _end_cost(self, finding: Finding, end: Held | GetterCall | None, cast: Cast, own: ClassRef | None,
+                  bounds: Sequence[str], walks: bool) -> Cost | None:
+        """The cost of the buffer an operand was read to: ``self.X``, or what a getter hands out."""
         if isinstance(end, GetterCall):
             cands = self.holders.handed_out(end.name)
             got = self.holders.choose(cands, finding.path)
@@ -608,6 +631,32 @@ class CostModel:
         if not isinstance(end, Held) or not end.holders:
             return None
         return self._held_cost(finding, end, cast, own, bounds, walks)
+
+    def _handed_cost(self, finding: Finding, cast: Cast, own: ClassRef | None, bounds: Sequence[str], walks: bool,
+                     param: tuple[str, str | None], handed: Handed) -> Cost:
+        """A parameter's cast: the cost of each buffer its callers hand in (one: its cost; several: the range over
+        those sized); none sized: a cost with no number whose note says why (never a silent blank)."""
+        what = param[0] + (f".{param[1]}" if param[1] else "")
+        costs: list[Cost] = []
+        unsized: list[str] = []
+        for end in handed.found:
+            c = self._end_cost(finding, end, cast, own, bounds, walks)
+            if c is not None:
+                costs.append(c)
+            else:
+                unsized.append(f"{_end_text(end)} is handed in, but castfind finds no allocation of it it can size")
+        model_names = {n for _, names in self.rules.cost.config for n in names}
+        costs = [c for c in costs if c.value is not None or not set(c.unbound) & model_names]  # another model's
+        got = self._spread(costs, f"handed to {what} by its callers") if costs else None
+        if got is not None:
+            return got if got.candidates else replace(got, note=f"{got.note}; " * bool(got.note)
+                                                      + f"handed to {what} by its callers")
+        reasons = [*dict.fromkeys(unsized), *handed.why]
+        why = "; ".join(reasons[:3]) + (f"; {len(reasons) - 3} more" if len(reasons) > 3 else "")
+        if costs:
+            why = f"the {len(costs)} buffers handed to {what} are not sized with the bound names" + "; " * bool(why) + why
+        dst, _ = self._dst(cast)
+        return Cost((), None, dst, "", "", note=f"no number: {what} is a parameter; {why or 'no caller hands a buffer'}")
 
     def _held_cost(self, finding: Finding, end: Held, cast: Cast, own: ClassRef | None, bounds: Sequence[str],
                    walks: bool) -> Cost | None:
@@ -630,7 +679,7 @@ class CostModel:
         if not held.view:
             ref = held.holders[0]
             _, found = self._allocs_in(ref, f"*.{held.attr}" if held.on_param else f"self.{held.attr}",
-                                       ("linear",) if held.module_weight else ("tensor", "parameter", "linear"))
+                                       self._kinds(held))
             if len({a.dtype for a in found if a.shape is not None}) != 1:
                 return cost
         src = canonical_literal(cost.src_dtype)
@@ -660,6 +709,13 @@ class CostModel:
         # cannot read) may be this one's: the range covers the sized ones and says how many are not in it.
         model_names = {n for _, names in self.rules.cost.config for n in names}
         costs = [c for c in costs if c.value is not None or not set(c.unbound) & model_names]
+        return self._spread(costs, "the getter hands out")
+
+    @staticmethod
+    def _spread(costs: Sequence[Cost], what: str) -> Cost | None:
+        """One cost for several candidate buffers (``what``: how they were found): the one sized, or the range over
+        those sized (the smallest's cost, ``value_max`` the largest's, ``candidates`` naming them); those not sized
+        are named in the note, and then no verdict is applied (never one buffer's on a guess). None: none sized."""
         sized = [c for c in costs if c.value is not None and c.verdict != "no-op"]
         unsized = tuple(dict.fromkeys(c.holder for c in costs if c.value is None))
         if not sized:
@@ -672,7 +728,7 @@ class CostModel:
         verdict = low.verdict if not unsized and all(c.verdict == low.verdict for c in sized) else ""
         names = tuple(dict.fromkeys(c.holder for c in sized))
         calls = low.calls if all(c.calls == low.calls for c in sized) else None  # one count, or none shown
-        note = f"one of {len(names)} buffers the getter hands out ({', '.join(names)})"
+        note = f"one of {len(names)} buffers {what} ({', '.join(names)})"
         if unsized:
             note += f"; {len(unsized)} more not sized with the bound names ({', '.join(unsized)})"
         return replace(low, value_max=high.value, candidates=names, verdict=verdict, calls=calls,
@@ -721,7 +777,7 @@ class CostModel:
         ref = held.holders[0]
         same = own is not None and own[0] is ref[0] and own[1] is ref[1]
         target = f"*.{held.attr}" if held.on_param else f"self.{held.attr}"
-        kinds = ("linear",) if held.module_weight else ("tensor", "parameter", "linear")
+        kinds = self._kinds(held)
         path, found = self._allocs_in(ref, target, kinds)
         allocs = [a for a in found if a.shape is not None]
         if not allocs:
@@ -772,6 +828,13 @@ class CostModel:
         unbound = () if value is not None else self._unbound([*dims, *factors], [src, dst])
         return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", declared=at,
                     verdict=verdict, note=note, unbound=unbound, calls=times)
+
+    def _kinds(self, held: Held) -> tuple[AllocKind, ...]:
+        """The allocation kinds ``held`` may be: a module's weight (``self.proj.weight``) is read off its constructor
+        call; an embedding-like one (``ParallelLMHead(vocab, hidden)``) only with a deployment described, so a scan
+        without one costs as before."""
+        modules: tuple[AllocKind, ...] = ("linear", "embedding") if self.callers is not None else ("linear",)
+        return modules if held.module_weight else ("tensor", "parameter", *modules)
 
     def _unbound(self, sizes: Sequence[str], dtypes: Sequence[str | None]) -> tuple[str, ...]:
         """The names a user has to bind for a value: those of the sizes that are no number, and each dtype
@@ -853,6 +916,13 @@ class CostModel:
         for f in self.formulas:
             used |= names_in(f)
         return [n for n in dict.fromkeys((*self.ev.bound.explicit, *self.ev.bound.kv_tokens)) if n not in used]
+
+
+def _end_text(end: Held | GetterCall) -> str:
+    """``Model.k_cache`` (an attribute of a class) or ``get_key_buffer()`` (a getter): what was handed in."""
+    if isinstance(end, GetterCall):
+        return f"{end.name}()"
+    return f"{end.holders[0][1].qualname}.{end.attr}" if end.holders else end.attr
 
 
 _ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32",

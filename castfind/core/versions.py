@@ -13,4 +13,4 @@ __version__ = "0.1.0"
 
 # Bump the number when the extractor's output changes: it is part of the cache key. The table of cast
 # methods (which calls are recorded as casts) is part of it too, so a method added there needs no bump.
-EXTRACTOR_VERSION = f"21-{casts.digest()}"
+EXTRACTOR_VERSION = f"22-{casts.digest()}"

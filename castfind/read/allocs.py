@@ -10,7 +10,10 @@ file), class by class, method by method. What is recorded (:class:`~castfind.rea
   (``ModelWeightParameter(data=torch.empty(...))``);
 * ``linear``: ``self.X = nn.Linear(in, out)`` and the tensor-parallel linears named after it
   (``ColumnParallelLinear(input_size=..., output_size=...)``; its weight: ``[out, in]``), ``nn.Conv1d(in, out, k,
-  groups=g)`` (its weight: ``[out, in // g, k]``), positional or keyword arguments;
+  groups=g)`` (its weight: ``[out, in // g, k]``), ``nn.Embedding(num, dim)`` and the vocabulary-parallel tables
+  named after it (``VocabParallelEmbedding``, an output head ``ParallelLMHead(vocab, hidden)``; its weight:
+  ``[num, dim]``; kind ``embedding``, which cost reads only when a deployment is described), positional or keyword
+  arguments;
 * a parameter set on *another object* by a method, as quantized layers' ``create_weights(self, layer, ...)``
   do: ``layer.register_parameter("w", w)``, ``setattr(layer, "w", w)`` or ``layer.w = w`` with ``w`` a
   local holding one of the above: recorded with target ``layer.w`` (the method's parameter name), so a
@@ -55,6 +58,13 @@ def _linear_like(name: str) -> bool:
     (``QKVParallelLinear``, ``MergedColumnParallelLinear``) take per-part sizes and are not read."""
     last = name.rsplit(".", 1)[-1]
     return name in _LINEAR or (last.endswith("Linear") and "QKV" not in last and not last.startswith("Merged"))
+
+
+def _embedding_like(name: str) -> bool:
+    """``nn.Embedding`` and the tables named after it (``VocabParallelEmbedding``), and an output head that is
+    one (``ParallelLMHead``, ``LMHead``): ``(num_embeddings, embedding_dim, ...)``, a ``[num, dim]`` weight."""
+    last = name.rsplit(".", 1)[-1]
+    return last.endswith("Embedding") or last.endswith("LMHead")
 
 
 def _arg(call: ast.Call, index: int, *names: str) -> ast.expr | None:
@@ -124,6 +134,11 @@ def _classify(value: ast.AST) -> Allocation | None:
             c_out = _arg(value, 1, "out_features", "output_size")
             if c_in is not None and c_out is not None and not isinstance(c_out, (ast.List, ast.Tuple, ast.ListComp)):
                 return Allocation("", "", 0, "linear", (_text(c_out), _text(c_in)), dt)
+        if name is not None and _embedding_like(name):
+            num = _arg(value, 0, "num_embeddings")
+            dim = _arg(value, 1, "embedding_dim")
+            if num is not None and dim is not None:
+                return Allocation("", "", 0, "embedding", (_text(num), _text(dim)), dt)
         if name in _CONV1D:
             c_in = _arg(value, 0, "in_channels")
             c_out = _arg(value, 1, "out_channels")

@@ -312,7 +312,7 @@ class LazyExport:
     kind: Literal["getattr", "module"] = "getattr"
 
 
-AllocKind = Literal["tensor", "parameter", "linear", "value"]
+AllocKind = Literal["tensor", "parameter", "linear", "embedding", "value"]
 
 
 @dataclass(frozen=True, slots=True)

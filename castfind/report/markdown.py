@@ -162,6 +162,8 @@ def cost_cell(f: Finding) -> str:
     if c is not None:
         if c.value is not None:
             static = f"{format_step_bytes(c.value, c.value_max)}/step"
+        elif not c.per_step:  # no buffer found to size: the note says why
+            static = table_text(c.note or "no number")
         else:
             static = f"{code_span(c.per_step)}/step" + (f" (unbound: {table_text(', '.join(c.unbound))})"
                                                         if c.unbound else "")

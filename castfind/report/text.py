@@ -91,6 +91,8 @@ def format_runtime(rt: Runtime) -> str:
 
 def format_cost(c: Cost) -> str:
     """``[size + page_size, 1, 576] torch.float8_e4m3fn→activation_dtype, per step: layer_num * (...) = 48.6 GiB``."""
+    if not c.shape and not c.per_step:  # no buffer was found to size (a parameter no caller hands one): why
+        return c.note or "no number"
     if c.value is not None:
         known = f" = {format_step_bytes(c.value, c.value_max)}" + (" (a range over the candidates)" if c.is_range() else "")
     else:
@@ -131,12 +133,12 @@ def step_rows(table: StepTable) -> tuple[list[str], list[list[str]]]:
 
 
 def step_total(table: StepTable) -> str:
-    """``total 53.3 GiB per step over 3 casts (1 more costed cast has no number: bind its unbound names)``, then
+    """``total 53.3 GiB per step over 3 casts (1 more costed cast without a number: ...)``, then
     the costed casts left out as on other steps only (``; 2 casts run only on the extend step, not counted``)."""
     text = f"total {format_step_bytes(table.total, table.total_max)} per step over {_plural(len(table.rows), 'cast')}"
     if table.unnumbered:
-        text += (f" ({_plural(table.unnumbered, 'more costed cast')} without a number: bind the names its cost line "
-                 f"lists as unbound)")
+        text += (f" ({_plural(table.unnumbered, 'more costed cast')} without a number: each cost line lists the "
+                 f"unbound names to bind, or says why there is no buffer to size)")
     for steps, n in table.elsewhere:
         verb = "runs" if n == 1 else "run"
         text += f"; {_plural(n, 'cast')} {verb} only on the {' and '.join(steps.split(','))} step, not counted"
