@@ -557,9 +557,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
     dep, graph = _deployment(scan_plan), _graph_once(scan_plan)
     kept, off_model, model_diags = _model_path(scan_plan, kept, dep)
-    kept, off_path = _deployment_path(scan_plan, kept, graph, dep)
-    kept = _steps(scan_plan, kept, graph, dep)
-    _store_answers(scan_plan, dep)
+    kept, off_path = _on_deployment(scan_plan, kept, graph, dep)
     kept, cost_diags = _costs(scan_plan, kept)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
     diags = [*out.diagnostics, *sup.diagnostics, *model_diags, *cost_diags]
@@ -590,6 +588,33 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
                         off_path={**({"model": off_model} if off_model else {}), **off_path}, step=step)
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.request.warn_unused_ignores),
                    out.explanations, wrote, out.stops, scan_plan.packages)
+
+
+def _on_deployment(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any
+                   ) -> tuple[list[Finding], dict[str, int]]:
+    """:func:`_deployment_path` then :func:`_steps`, carried in the cache between runs (:class:`_DeploymentRow`,
+    keyed by the deployment's bindings and rule data, ``--all-paths`` and the findings they are given). PERF: a
+    finding under a false test is searched again with the deployment's false edges closed, over a call graph
+    built for it (seconds on SGLang, at every run: those searches come after the engine's carried results are
+    stored); a warm run of the same deployment over unchanged files reads the outcome back and builds no graph.
+    A miss carries the producers' answers too (:func:`_store_answers`)."""
+    if not dep.active and not deployment_given(scan_plan.request.cost):
+        return found, {}
+    ids = carried.root_ids(scan_plan.index)
+    rows = [replace(f, root=ids.get(f.root, f.root)) for f in found]
+    row = _DeploymentRow(scan_plan, "deployment", dep.key, repr(scan_plan.ruleset.deployment),
+                         repr(scan_plan.ruleset.steps), scan_plan.request.cost.all_paths, repr(rows))
+    doc = row.load()
+    if (isinstance(doc, dict) and isinstance(got := doc.get("found"), list) and all(isinstance(f, Finding) for f in got)
+            and isinstance(off := doc.get("off"), dict)
+            and all(isinstance(k, str) and isinstance(v, int) for k, v in off.items())):
+        roots = {n: r for r, n in ids.items()}
+        return [replace(f, root=roots.get(f.root, f.root)) for f in got], dict(off)
+    kept, off_path = _deployment_path(scan_plan, found, graph, dep)
+    kept = _steps(scan_plan, kept, graph, dep)
+    _store_answers(scan_plan, dep)
+    row.store({"found": [replace(f, root=ids.get(f.root, f.root)) for f in kept], "off": off_path})
+    return kept, off_path
 
 
 def _deployment_path(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any

@@ -126,11 +126,11 @@ def test_an_edited_file_or_a_damaged_row_computes_the_producers_again(tmp_path: 
     shutil.copytree(FIX, root)
     reads = _count_reads(monkeypatch)
     _scan_cached(root, cache)
-    # A damaged row: read as garbage, the answers are computed again (and the same).
+    # Damaged rows (the producers' answers, the pruned findings): read as garbage, computed again (the same).
     get_memo, damaged = Cache.get_memo, []
 
     def damaging(self: Cache, key: str) -> bytes | None:
-        if key.startswith("producers-"):
+        if key.startswith(("producers-", "deployment-")):
             damaged.append(key)
             return b"\x00not a row"
         return get_memo(self, key)
@@ -138,7 +138,7 @@ def test_an_edited_file_or_a_damaged_row_computes_the_producers_again(tmp_path: 
     monkeypatch.setattr(Cache, "get_memo", damaging)
     reads.clear()
     assert {line for line, why in _scan_cached(root, cache)[0].items() if why} == {HIP, NPU}
-    assert damaged and reads
+    assert {k.split("-")[0] for k in damaged} == {"producers", "deployment"} and reads
     monkeypatch.setattr(Cache, "get_memo", get_memo)
     reads.clear()
     _scan_cached(root, cache)  # stored again whole: the next run reads it back
