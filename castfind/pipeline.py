@@ -557,8 +557,7 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
     kept, out_of_scope = _split_scope(kept, scan_plan.report_exclude)
     dep, graph = _deployment(scan_plan), _graph_once(scan_plan)
     kept, off_model, model_diags, model_path = _model_path(scan_plan, kept, dep)
-    kept, off_path = _deployment_path(scan_plan, kept, graph, dep)
-    kept = _steps(scan_plan, kept, graph, dep)
+    kept, off_path = _on_deployment(scan_plan, kept, graph, dep)
     kept, cost_diags = _costs(scan_plan, kept, model_path)
     kept = [_checked(f, scan_plan.bindings) for f in kept]
     diags = [*out.diagnostics, *sup.diagnostics, *model_diags, *cost_diags]
@@ -591,6 +590,33 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
                    out.explanations, wrote, out.stops, scan_plan.packages)
 
 
+def _on_deployment(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any
+                   ) -> tuple[list[Finding], dict[str, int]]:
+    """:func:`_deployment_path` then :func:`_steps`, carried in the cache between runs (:class:`_DeploymentRow`,
+    keyed by the deployment's bindings and rule data, ``--all-paths`` and the findings they are given). PERF: a
+    finding under a false test is searched again with the deployment's false edges closed, over a call graph
+    built for it (seconds on SGLang, at every run: those searches come after the engine's carried results are
+    stored); a warm run of the same deployment over unchanged files reads the outcome back and builds no graph.
+    A miss carries the producers' answers too (:func:`_store_answers`)."""
+    if not dep.active and not deployment_given(scan_plan.request.cost):
+        return found, {}
+    ids = carried.root_ids(scan_plan.index)
+    rows = [replace(f, root=ids.get(f.root, f.root)) for f in found]
+    row = _DeploymentRow(scan_plan, "deployment", dep.key, repr(scan_plan.ruleset.deployment),
+                         repr(scan_plan.ruleset.steps), scan_plan.request.cost.all_paths, repr(rows))
+    doc = row.load()
+    if (isinstance(doc, dict) and isinstance(got := doc.get("found"), list) and all(isinstance(f, Finding) for f in got)
+            and isinstance(off := doc.get("off"), dict)
+            and all(isinstance(k, str) and isinstance(v, int) for k, v in off.items())):
+        roots = {n: r for r, n in ids.items()}
+        return [replace(f, root=roots.get(f.root, f.root)) for f in got], dict(off)
+    kept, off_path = _deployment_path(scan_plan, found, graph, dep)
+    kept = _steps(scan_plan, kept, graph, dep)
+    _store_answers(scan_plan, dep)
+    row.store({"found": [replace(f, root=ids.get(f.root, f.root)) for f in kept], "off": off_path})
+    return kept, off_path
+
+
 def _deployment_path(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any
                      ) -> tuple[list[Finding], dict[str, int]]:
     """The findings with their ``off_path`` set under ``--platform`` and the server flags
@@ -617,7 +643,35 @@ def _deployment(scan_plan: ScanPlan) -> Any:
     req = scan_plan.request.cost
     dep = deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
                                    kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
-    return replace(dep, producers=Producers(scan_plan.index))
+    return replace(dep, producers=Producers(scan_plan.index, _carried_answers(_producers_row(scan_plan, dep).load())))
+
+
+def _producers_row(scan_plan: ScanPlan, dep: Any) -> _DeploymentRow:
+    """Where the producers' answers of this deployment are carried (:class:`_DeploymentRow`): they depend on the
+    bindings (``dep.key``), the deployment's rule data and the files. PERF: a warm run reads them back before
+    pruning, and neither builds the identifier index nor decodes facts for them."""
+    return _DeploymentRow(scan_plan, "producers", repr(scan_plan.ruleset.deployment), dep.key)
+
+
+def _carried_answers(payload: Any) -> list[tuple[str, str, tuple[str, ...] | None]]:
+    """The producers' answers a row holds, as :class:`~castfind.analysis.producers.Producers` takes them; none
+    (all computed again) when the row is absent or damaged."""
+    if not isinstance(payload, list):
+        return []
+    out: list[tuple[str, str, tuple[str, ...] | None]] = []
+    for item in payload:
+        if not (isinstance(item, (list, tuple)) and len(item) == 3 and isinstance(item[0], str)
+                and isinstance(item[1], str)
+                and (item[2] is None or (isinstance(item[2], (list, tuple)) and all(isinstance(u, str) for u in item[2])))):
+            return []
+        out.append((item[0], item[1], None if item[2] is None else tuple(item[2])))
+    return out
+
+
+def _store_answers(scan_plan: ScanPlan, dep: Any) -> None:
+    """After the deployment's steps: the producers' answers, when this run computed new ones."""
+    if dep.producers is not None and dep.producers.computed:
+        _producers_row(scan_plan, dep).store([list(a) for a in dep.producers.answers()])
 
 
 def _steps(scan_plan: ScanPlan, found: list[Finding], graph: Callable[[], Any], dep: Any) -> list[Finding]:
@@ -657,39 +711,54 @@ def _call_graph(scan_plan: ScanPlan) -> Any:
     return CallGraph(index, Resolver(index), scan_plan.ruleset, TextQueries(index, memo), scan_plan.report_exclude)
 
 
+class _DeploymentRow:
+    """One answer of a deployment scan carried in the cache between runs (the model path, the producers' answers).
+
+    PERF: such an answer reads the facts of many files (seconds on SGLang) and depends on nothing but the request,
+    the rule data and the files; so it is stored under a key of ``kind``, the carried results' key (castfind's
+    sources, the rules, the roots) and ``parts`` (the config and flags, the deployment's bindings, ...), with the
+    digest of the tree it was computed on (:func:`carried.store_for_tree`): a warm run of the same deployment over
+    unchanged files reads it back; an edited file, a damaged row or another deployment computes it again. Without
+    a cache (or carried results) nothing is read or stored.
+    """
+
+    def __init__(self, scan_plan: ScanPlan, kind: str, *parts: Any) -> None:
+        import hashlib
+        import json
+
+        self.index, self.key = scan_plan.index, None
+        if self.index.cache is not None and scan_plan.memo_key is not None:
+            blob = json.dumps([scan_plan.memo_key, *parts], sort_keys=True, default=str)
+            self.key = f"{kind}-{hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()}"
+
+    def load(self) -> Any:
+        """The payload stored for this very tree, or None (absent, damaged, another tree, no cache)."""
+        doc = carried.load_for_tree(self.index, self.key) if self.key is not None else None
+        return doc.get("payload") if doc is not None else None
+
+    def store(self, payload: Any) -> None:
+        if self.key is not None:
+            carried.store_for_tree(self.index, self.key, {"payload": payload})
+
+
 def _select_model_path(scan_plan: ScanPlan, config: Mapping[str, Any], flags: Mapping[str, str | None], dep: Any
                        ) -> tuple[modelpath.ModelPath | None, list[Diagnostic]]:
-    """:func:`modelpath.select`, carried in the cache between runs. PERF: selecting reads the facts of every file
-    that registers a model (hundreds in SGLang: seconds), and its answer depends on nothing but the request, the
-    rule data and the files; so it is stored under a key of the carried results' key (castfind's sources, the
-    rules, the roots), the config and flags, the deployment's bindings, and the content key of every indexed file:
-    a warm run of the same deployment over unchanged files reads it back; any change to a file computes it again."""
-    import hashlib
-    import json
-
-    index = scan_plan.index  # the deployment's bindings decide a factory's platform tests: part of the key
-    cache, key = index.cache, None
-    if cache is not None and scan_plan.memo_key is not None:
-        tree = hashlib.blake2b(digest_size=16)
-        for sf in sorted(index.files, key=lambda f: (f.module, f.path)):
-            tree.update(f"{sf.module}\0{sf.path}\0{index.key(sf)}\n".encode())
-        blob = json.dumps([scan_plan.memo_key, config, flags, repr(scan_plan.ruleset.models), dep.key, tree.hexdigest()],
-                          sort_keys=True, default=str)
-        key = "modelpath-" + hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
-        stored = cache.get_memo(key)
-        if stored is not None:
-            try:
-                doc = json.loads(stored)
-                path = modelpath.ModelPath.from_dict(doc["path"]) if doc["path"] is not None else None
-                return path, [Diagnostic(str(d["path"]), int(d["line"]), str(d["message"]), d["kind"])
-                              for d in doc["diagnostics"]]
-            except (ValueError, KeyError, TypeError):  # a damaged row: compute it again
-                pass
+    """:func:`modelpath.select`, carried in the cache between runs (:class:`_DeploymentRow`: selecting reads the
+    facts of every file that registers a model, hundreds in SGLang), keyed by the config and flags, the models'
+    rule data and the deployment's bindings (they decide a factory's platform tests)."""
+    row = _DeploymentRow(scan_plan, "modelpath", config, flags, repr(scan_plan.ruleset.models), dep.key)
+    doc = row.load()
+    if doc is not None:
+        try:
+            path = modelpath.ModelPath.from_dict(doc["path"]) if doc["path"] is not None else None
+            return path, [Diagnostic(str(d["path"]), int(d["line"]), str(d["message"]), d["kind"])
+                          for d in doc["diagnostics"]]
+        except (ValueError, KeyError, TypeError, AttributeError):  # a damaged row: compute it again
+            pass
+    index = scan_plan.index
     path, diags = modelpath.select(index, Resolver(index), scan_plan.ruleset.models, config,
                                    scan_plan.request.cost.model_config or "", flags, dep if dep.active else None)
-    if cache is not None and key is not None:
-        doc = {"path": path.to_dict() if path is not None else None, "diagnostics": [d.to_dict() for d in diags]}
-        cache.put_memo(key, json.dumps(doc, allow_nan=False).encode())
+    row.store({"path": path.to_dict() if path is not None else None, "diagnostics": [d.to_dict() for d in diags]})
     return path, diags
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,3 +78,74 @@ def test_the_evaluator_without_producers_keeps_a_member_test_open() -> None:
     dep = deployment_of(load_rules().deployment, "cuda")
     assert dep.evaluate("route == Route.FUSED_HIP") == (None, ())
     assert dep.holds(Guard("route is Route.FUSED_NPU", negated=True)) is None
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every time the producers touch the identifier index or the facts (a member's uses, a call of its class)."""
+    from castfind.analysis.producers import Producers
+
+    reads: list[str] = []
+    uses, built = Producers.uses, Producers._built
+
+    def counted_uses(self: Producers, name: str) -> Any:
+        reads.append(name)
+        return uses(self, name)
+
+    def counted_built(self: Producers, cls: str) -> bool:
+        reads.append(cls)
+        return built(self, cls)
+
+    monkeypatch.setattr(Producers, "uses", counted_uses)
+    monkeypatch.setattr(Producers, "_built", counted_built)
+    return reads
+
+
+def _scan_cached(root: Path, cache: Path) -> tuple[dict[int, str], list[dict[str, Any]]]:
+    run = api.scan([str(root)], cache_dir=str(cache), jobs=1, platform="cuda", all_paths=True)
+    found = run.report.findings
+    return {f.line: f.off_path for f in found if f.path.endswith("backend.py")}, [f.to_dict() for f in found]
+
+
+def test_a_warm_deployment_scan_reads_the_producers_answers_back(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    root, cache = tmp_path / "kit", tmp_path / "cache"
+    shutil.copytree(FIX, root)
+    reads = _count_reads(monkeypatch)
+    cold = _scan_cached(root, cache)
+    assert reads and {line for line, why in cold[0].items() if why} == {HIP, NPU}
+    reads.clear()
+    assert _scan_cached(root, cache) == cold  # the same findings, each member's answer carried
+    assert reads == []
+
+
+def test_an_edited_file_or_a_damaged_row_computes_the_producers_again(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from castfind.store.cache import Cache
+
+    root, cache = tmp_path / "kit", tmp_path / "cache"
+    shutil.copytree(FIX, root)
+    reads = _count_reads(monkeypatch)
+    _scan_cached(root, cache)
+    # Damaged rows (the producers' answers, the pruned findings): read as garbage, computed again (the same).
+    get_memo, damaged = Cache.get_memo, []
+
+    def damaging(self: Cache, key: str) -> bytes | None:
+        if key.startswith(("producers-", "deployment-")):
+            damaged.append(key)
+            return b"\x00not a row"
+        return get_memo(self, key)
+
+    monkeypatch.setattr(Cache, "get_memo", damaging)
+    reads.clear()
+    assert {line for line, why in _scan_cached(root, cache)[0].items() if why} == {HIP, NPU}
+    assert {k.split("-")[0] for k in damaged} == {"producers", "deployment"} and reads
+    monkeypatch.setattr(Cache, "get_memo", get_memo)
+    reads.clear()
+    _scan_cached(root, cache)  # stored again whole: the next run reads it back
+    assert reads == []
+    # An edited file: a producer of FUSED_HIP under an open test now keeps that member open.
+    (root / "enumkit" / "more.py").write_text("from enumkit.routes import Route\n\n\ndef forced(batch):\n"
+                                              "    if batch.force_hip:\n        return Route.FUSED_HIP\n")
+    reads.clear()
+    found = _scan_cached(root, cache)[0]
+    assert reads and found[HIP] == "" and found[NPU].startswith("branch: ")

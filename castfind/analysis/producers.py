@@ -9,13 +9,16 @@ whose text holds its name, through the identifier index) and answers True only w
 deployment evaluates false, or is an item of a module-level constant (``_ROCM_METHODS = {A.MLA: A.MLA_ROCM}``)
 whose every read is (the same question, one level down). Anything else keeps it open: a read under no false
 guard, none found at all, a file that cannot be read, a call of the class itself (``Mode(value)`` builds any
-member). Computed once per member and scan.
+member). Computed once per member and scan; and carried between runs (``Producers(index, carried)``,
+:meth:`Producers.answers`): the answers depend only on the bindings, the rule data and the files, so the pipeline
+stores them in a per-deployment row of the cache, and a warm run of the same deployment over unchanged files neither
+builds the identifier index nor decodes a file's facts for them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from castfind.read.facts import Guard, Produced
 from castfind.store.index import Index
@@ -40,10 +43,18 @@ BATCH = 16
 class Producers:
     """The reads of constant-style names in an index, asked one member at a time."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, carried: Iterable[tuple[str, str, tuple[str, ...] | None]] = ()) -> None:
         self.index = index
         self.words = Words(index)
         self._answers: dict[tuple[str, str, int], tuple[str, ...] | None] = {}
+        #: :meth:`never`'s answers by (chain, bindings key): those carried from an earlier run, and those computed.
+        self._chains: dict[tuple[str, str], tuple[str, ...] | None] = {(c, k): a for c, k, a in carried}
+        #: How many answers this run computed (read the index for): none on a warm run of the same deployment.
+        self.computed = 0
+
+    def answers(self) -> list[tuple[str, str, tuple[str, ...] | None]]:
+        """Every answer of :meth:`never` known now, carried or computed: what the pipeline stores."""
+        return [(c, k, a) for (c, k), a in sorted(self._chains.items())]
 
     def uses(self, name: str) -> Iterator[Produced | None]:
         """The reads whose last part is ``name``, a batch of files at a time (None: a file that may hold one could
@@ -69,10 +80,15 @@ class Producers:
         parts = chain.split(".")
         if len(parts) < 2 or not constant_style(parts[-1]):
             return None
-        got = self._never(parts[-1], decide, key, 0)
-        return None if got is None or self._built(parts[-2]) else got
+        if (chain, key) in self._chains:
+            return self._chains[chain, key]
+        self.computed += 1
+        got = self._member(parts[-1], decide, key, 0)
+        got = None if got is None or self._built(parts[-2]) else got
+        self._chains[chain, key] = got
+        return got
 
-    def _never(self, name: str, decide: Decide, key: str, depth: int) -> tuple[str, ...] | None:
+    def _member(self, name: str, decide: Decide, key: str, depth: int) -> tuple[str, ...] | None:
         memo = (name, key, depth)
         if memo in self._answers:
             return self._answers[memo]
@@ -93,7 +109,7 @@ class Producers:
                 used += why
                 continue
             if p.into and depth < DEPTH and constant_style(p.into):
-                inner = self._never(p.into, decide, key, depth + 1)
+                inner = self._member(p.into, decide, key, depth + 1)
                 if inner is not None:
                     used += inner
                     continue
