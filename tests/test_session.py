@@ -236,3 +236,54 @@ def test_a_lookup_on_a_cache_that_cannot_be_written_says_so(tree, tmp_path):
     notes = [d for d in again.diagnostics if d.kind == "cache"]
     assert len(notes) == 1 and "cannot write to the cache (disk full)" in notes[0].message
     assert again.definitions == first.definitions
+
+
+def _settled(root: Path) -> None:
+    """Every file's mtime an hour back: no file is racily clean, so the stat index records them all."""
+    for path in _py(root):
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 3600 * 10**9))
+
+
+def test_a_session_scan_before_any_persist_reads_only_the_changed_files(tree, tmp_path, monkeypatch):
+    """The language server scans at each save and persists later: a scan between persists takes the keys of the
+    files whose stat is the one the last scan hashed them at, so it reads only what changed since that scan."""
+    _settled(tree)
+    session = Session()
+    request = api.pipeline.ScanRequest(paths=(str(tree),), index=api.pipeline.IndexOptions(cache_dir=str(tmp_path / "c"), jobs=1))
+    session.scan(request)  # a cold cache: every file hashed; nothing persisted
+    first = session.index
+    assert first is not None and first.hashed == len(first.files)
+    edited = next(p for p in _py(tree) if ".to(" in p.read_text())
+    edited.write_text(edited.read_text().replace(".to(", ".view(", 1))
+    st = edited.stat()
+    os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
+    from castfind.store.cache import Cache
+
+    asked: list[str] = []
+    real = Cache.get_many
+    monkeypatch.setattr(Cache, "get_many", lambda self, keys: real(self, [asked.append(k) or k for k in keys]))
+    got = session.scan(request)
+    second = session.index
+    assert second is not None and second.hashed == 1  # the edited file only
+    # The unchanged files' facts are the last scan's, taken over; none is decoded from the cache again.
+    assert set(asked) <= {second.key(second.by_abspath[str(edited)])}
+    fresh = api.scan([str(tree)], use_cache=False, jobs=1)
+    assert sorted((f.path, f.line, f.rule) for f in got.report.findings) == \
+        sorted((f.path, f.line, f.rule) for f in fresh.report.findings)
+
+
+def test_a_session_scan_before_any_persist_notices_a_removed_and_a_changed_file(tree, tmp_path):
+    _settled(tree)
+    session = Session()
+    request = api.pipeline.ScanRequest(paths=(str(tree),), index=api.pipeline.IndexOptions(cache_dir=str(tmp_path / "c"), jobs=1))
+    session.scan(request)
+    files = [p for p in _py(tree) if ".to(" in p.read_text()]
+    assert len(files) >= 2
+    files[0].unlink()
+    _later(files[1], files[1].read_text().replace(".to(", ".view(", 1))
+    got = session.scan(request)
+    fresh = api.scan([str(tree)], use_cache=False, jobs=1)
+    assert sorted((f.path, f.line, f.rule) for f in got.report.findings) == \
+        sorted((f.path, f.line, f.rule) for f in fresh.report.findings)
+    assert session.index is not None and str(files[0]) not in session.index.by_abspath

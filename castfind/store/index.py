@@ -159,11 +159,22 @@ class Index:
         files whose content key is unchanged: their bytes and facts (with their parse diagnostics). Returns
         how many files were taken. PERF: a warm process (:class:`castfind.api.Session`) then reads and
         decodes only what changed since. Only keys known without reading (the stat index: same size, mtime,
-        inode and ctime as when hashed) are compared, so an edited file is read again."""
+        inode and ctime as when hashed) are compared, so an edited file is read again.
+
+        The stat index is the last run's too: a file whose discovery stat is the one ``previous`` hashed it at
+        (a row it recorded, not a racily clean one) has the key ``previous`` found, though no persist has written
+        that row yet. PERF: a session's scans between persists (the language server's saves) read only the files
+        changed since the last scan, not every file changed since the last persist."""
         taken = 0
+        rows = previous._new_stats, previous._stats or {}
         for sf in self.files:
             path = sf.abspath
             known = self._keys.get(path)
+            if known is None and path not in previous.raced:
+                st = self._now.get(path)
+                row = rows[0].get(path) or rows[1].get(path)
+                if st is not None and row is not None and row[0] == st:
+                    known = self._keys[path] = key_of_digest(row[1])
             old = previous.by_abspath.get(path)
             if (known is None or old is None or previous._keys.get(path) != known or old.module != sf.module
                     or path in previous.raced):
