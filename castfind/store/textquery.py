@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
+from functools import lru_cache
 from typing import Literal
 
 from castfind.core.rules import AnyPattern, RuleSet
@@ -38,6 +39,10 @@ _STAR_IMPORT = re.compile(rb"\bimport[ \t]+\*")
 # `def name(` anywhere (no line anchor): a file holds `def[ \t]+NAME[ \t]*[(\[]` for an identifier NAME exactly
 # when NAME is one of this pattern's matches (no match of it can overlap another `def`, so none is hidden).
 _DEF_NAME = re.compile(rb"def[ \t]+([A-Za-z0-9_\x80-\xff]+)[ \t]*[(\[]")
+#: PERF: the patterns built from names, compiled once per process. ``re``'s own cache holds 512 and a run builds
+#: more (594 per save in the language server, warm on both wheels: it compiled 520 of them again at every save,
+#: 0.3 s of it); a compiled pattern is immutable, so threads share it.
+_compile = lru_cache(maxsize=16384)(re.compile)
 
 
 def _text(part: Hashable) -> str:
@@ -53,12 +58,12 @@ def _texts(part: Hashable) -> tuple[str, ...]:
 
 
 def _word(name: str) -> re.Pattern[bytes]:
-    return re.compile(word_start(re.escape(name.encode())) + rb"\b")
+    return _compile(word_start(re.escape(name.encode())) + rb"\b")
 
 
 def def_line(name: str) -> re.Pattern[bytes]:
     """``def name(`` or ``async def name[`` at the start of a line (any indentation)."""
-    return re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]", re.M)
+    return _compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]", re.M)
 
 
 def def_lines(name: str) -> Callable[[bytes], int]:
@@ -68,7 +73,7 @@ def def_lines(name: str) -> Callable[[bytes], int]:
     by a fast scan, and only its line's start is checked. Each line holds at most one match (its first
     word is ``def`` or ``async``), and no unanchored match can hide another's ``def``.
     """
-    quick = re.compile(rb"def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]")
+    quick = _compile(rb"def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*[(\[]")
 
     def count(data: bytes) -> int:
         n = 0
@@ -83,7 +88,7 @@ def def_lines(name: str) -> Callable[[bytes], int]:
 
 def cast_regex(methods: set[str]) -> re.Pattern[bytes]:
     alts = "|".join(sorted(re.escape(m) for m in methods))
-    return re.compile(rb"\.(?:" + alts.encode() + rb")\s*\(")
+    return _compile(rb"\.(?:" + alts.encode() + rb")\s*\(")
 
 
 #: Which module's ``name`` a file's calls can reach: ``"any"`` (a dotted call ``x.name(``, or a bare
@@ -95,7 +100,7 @@ CallShape = Literal["any", "own", "none"]
 
 def call_shape(name: str) -> Callable[[bytes], CallShape]:
     """The test behind :func:`calls_predicate`, for one name and any module."""
-    call = re.compile(word_start(re.escape(name.encode())) + CALL_GAP + rb"\(")
+    call = _compile(word_start(re.escape(name.encode())) + CALL_GAP + rb"\(")
     word = _word(name)
     enc = name.encode()
 
@@ -147,7 +152,7 @@ def _any_word(names: tuple[str, ...]) -> re.Pattern[bytes] | None:
     """Any of ``names`` as a whole word (None for no names)."""
     if not names:
         return None
-    return re.compile(b"(?:" + b"|".join(word_start(re.escape(n.encode())) for n in names) + rb")\b")
+    return _compile(b"(?:" + b"|".join(word_start(re.escape(n.encode())) for n in names) + rb")\b")
 
 
 #: The file tests several queries share (:func:`_shared`): a buffer word of a kind whose getters are
