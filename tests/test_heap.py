@@ -109,3 +109,55 @@ def test_freeze_all_freezes_everything_at_once_but_not_inside_a_scan():
         assert gc.get_freeze_count() == 0  # a scan's own freezing is left alone
     freeze_all()
     assert gc.get_freeze_count() >= len(keep)
+
+
+def test_the_collector_is_paused_while_a_file_is_parsed_and_enabled_again_after_a_parse_that_raises(monkeypatch):
+    import castfind.read.extract as extract
+
+    seen: list[bool] = []
+
+    def walk_that_breaks(tree, walker):
+        seen.append(gc.isenabled())
+        raise RuntimeError("a walker bug")
+
+    monkeypatch.setattr(extract, "walk", walk_that_breaks)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="a walker bug"):
+        extract.extract_source(b"x = 1\n", "m", "m.py", False)
+    assert seen == [False]  # paused during the parse and walk
+    assert gc.isenabled()  # and back on although it raised
+
+
+def test_collector_paused_nests_across_threads_and_leaves_a_collector_disabled_by_someone_else_off():
+    import threading
+
+    from castfind.core.heap import collector_paused
+
+    inside, leave = threading.Event(), threading.Event()
+    states: list[bool] = []
+
+    def other() -> None:
+        with collector_paused():
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=other)
+    with collector_paused():
+        t.start()
+        assert inside.wait(5)
+        with collector_paused():
+            states.append(gc.isenabled())
+        states.append(gc.isenabled())
+    states.append(gc.isenabled())  # the other thread is still inside: still paused
+    leave.set()
+    t.join(5)
+    states.append(gc.isenabled())  # the last block out enables it again
+    assert states == [False, False, False, True]
+
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # disabled by someone else: stays so
+    finally:
+        gc.enable()
