@@ -270,6 +270,17 @@ class Index:
             self._keys[sf.abspath] = k
         return k
 
+    def stat(self, sf: SourceFile) -> Stat | None:
+        """The file's (size, mtime, inode, ctime): as discovery or the read of its bytes found it, else now; None
+        when it cannot be stat-ed. PERF: discovery stats every file, so this reads nothing for them."""
+        st = self._read_stat.get(sf.abspath) or self._now.get(sf.abspath)
+        if st is None:
+            try:
+                st = _stat_of(os.stat(sf.abspath))
+            except OSError:
+                return None
+        return st
+
     def _digest_from_stat(self, sf: SourceFile) -> str | None:
         if self.cache is None:
             return None
