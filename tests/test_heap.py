@@ -132,3 +132,53 @@ def test_a_scan_after_the_heap_was_frozen_between_requests_does_not_count_the_fr
     monkeypatch.undo()
     assert counted == []
     assert gc.get_freeze_count() >= len(keep)  # not unfrozen behind the server's back
+def test_the_collector_is_paused_while_a_file_is_parsed_and_enabled_again_after_a_parse_that_raises(monkeypatch):
+    import castfind.read.extract as extract
+
+    seen: list[bool] = []
+
+    def walk_that_breaks(tree, walker):
+        seen.append(gc.isenabled())
+        raise RuntimeError("a walker bug")
+
+    monkeypatch.setattr(extract, "walk", walk_that_breaks)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="a walker bug"):
+        extract.extract_source(b"x = 1\n", "m", "m.py", False)
+    assert seen == [False]  # paused during the parse and walk
+    assert gc.isenabled()  # and back on although it raised
+
+
+def test_collector_paused_nests_across_threads_and_leaves_a_collector_disabled_by_someone_else_off():
+    import threading
+
+    from castfind.core.heap import collector_paused
+
+    inside, leave = threading.Event(), threading.Event()
+    states: list[bool] = []
+
+    def other() -> None:
+        with collector_paused():
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=other)
+    with collector_paused():
+        t.start()
+        assert inside.wait(5)
+        with collector_paused():
+            states.append(gc.isenabled())
+        states.append(gc.isenabled())
+    states.append(gc.isenabled())  # the other thread is still inside: still paused
+    leave.set()
+    t.join(5)
+    states.append(gc.isenabled())  # the last block out enables it again
+    assert states == [False, False, False, True]
+
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # disabled by someone else: stays so
+    finally:
+        gc.enable()

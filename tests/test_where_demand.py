@@ -251,3 +251,78 @@ def test_one_file_left_by_the_budget_is_named_in_the_singular(tmp_path):
     assert [(u.path, u.reason.split(";")[0]) for u in res.unresolved] == [
         ("pkg/use00.py", "not searched (parse budget): 1 file with a possible alias of kernel (this one)"),
         ("pkg/use00.py", "not searched (parse budget): 1 file with a call of a name like kernel (this one)")]
+
+
+# -- the answer carried by what it read --------------------------------------------------------------
+
+def _reads_tree(tmp_path):
+    pkg = tmp_path / "src" / "pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kern.py").write_text("def kernel(x):\n    return x\n")
+    (pkg / "use.py").write_text("from pkg.kern import kernel\n\ndef run(x):\n    return kernel(x)\n")
+    for i in range(20):  # files that hold none of the names the lookup looks for
+        (pkg / f"other{i}.py").write_text(f"VALUE{i} = {i}\n")
+    return pkg
+
+
+def test_a_cold_where_hashes_only_the_files_it_read_and_a_warm_one_reads_nothing_else(tmp_path):
+    from castfind.pipeline import open_index
+
+    pkg = _reads_tree(tmp_path)
+    cache = tmp_path / "cache"
+    index = open_index([str(tmp_path / "src")], cache_dir=cache, jobs=1)
+    assert where(index, "kernel").stats["outcome"] == "computed"
+    assert index.hashed <= 3, index.hashed  # kern, use (and __init__): not the 20 others
+    index.save()
+    warm = open_index([str(tmp_path / "src")], cache_dir=cache, jobs=1)
+    got = where(warm, "kernel")
+    assert got.stats["outcome"] == "carried" and [(c.path, c.line) for c in got.call_sites] == [("pkg/use.py", 4)]
+    assert not any(warm.holds_data(str(pkg / f"other{i}.py")) for i in range(20))  # never read
+
+
+def test_a_carried_where_stands_after_an_edit_of_a_file_without_its_names_and_falls_after_one_it_read(tmp_path):
+    pkg = _reads_tree(tmp_path)
+    cache = tmp_path / "cache"
+    first = _cached_where(tmp_path / "src", cache, "kernel")
+    (pkg / "other3.py").write_text("VALUE3 = 33\nMORE = 1\n")  # holds none of the names
+    (pkg / "other4.py").unlink()
+    (pkg / "extra.py").write_text("NOTHING = None\n")
+    again = _cached_where(tmp_path / "src", cache, "kernel")
+    assert again.stats["outcome"] == "carried" and again.to_dict() == first.to_dict()
+    assert _cached_where(tmp_path / "src", cache, "kernel").stats["outcome"] == "carried"  # stamped again
+    # The file holding the definition moves it down a line: a file it read changed.
+    (pkg / "kern.py").write_text("\ndef kernel(x):\n    return x\n")
+    moved = _cached_where(tmp_path / "src", cache, "kernel")
+    assert moved.stats["outcome"] == "computed" and [d.line for d in moved.definitions] == [2]
+
+
+def test_a_carried_where_falls_when_a_new_file_binds_or_calls_the_name(tmp_path):
+    pkg = _reads_tree(tmp_path)
+    cache = tmp_path / "cache"
+    _cached_where(tmp_path / "src", cache, "kernel")
+    (pkg / "second.py").write_text("def kernel(y):\n    return y\n")  # a new file binding the name
+    got = _cached_where(tmp_path / "src", cache, "kernel")
+    assert got.stats["outcome"] == "computed"
+    assert sorted((d.path, d.line) for d in got.definitions) == [("pkg/kern.py", 1), ("pkg/second.py", 1)]
+    assert _cached_where(tmp_path / "src", cache, "kernel").stats["outcome"] == "carried"
+    # An existing file that held none of the names now calls it.
+    (pkg / "other7.py").write_text("from pkg.kern import kernel\nkernel(7)\n")
+    called = _cached_where(tmp_path / "src", cache, "kernel")
+    assert called.stats["outcome"] == "computed"
+    assert ("pkg/other7.py", 2) in [(c.path, c.line) for c in called.call_sites]
+
+
+def test_a_carried_where_falls_when_a_module_it_did_not_find_appears(tmp_path):
+    pkg = _reads_tree(tmp_path)
+    (pkg / "use.py").write_text("from pkg.gone import kernel\n\ndef run(x):\n    return kernel(x)\n")
+    (pkg / "kern.py").unlink()
+    cache = tmp_path / "cache"
+    before = _cached_where(tmp_path / "src", cache, "pkg.use.kernel")
+    assert not any(d.kind == "function" for d in before.definitions)
+    # The missing module appears, defining the name under another spelling the text search would not see.
+    (pkg / "gone.py").write_text("from pkg.impl import *\n")
+    (pkg / "impl.py").write_text("def kernel(x):\n    return x\n")
+    after = _cached_where(tmp_path / "src", cache, "pkg.use.kernel")
+    assert after.stats["outcome"] == "computed"
+    assert [(d.qualname, d.path) for d in after.definitions if d.kind == "function"] == [("pkg.impl.kernel", "pkg/impl.py")]

@@ -15,6 +15,12 @@ collection during a request walks them all (a third of a second on both wheels, 
 :func:`settle`, called when it is idle, collects everything once and freezes what survives; :func:`freeze_all`,
 called after each request, freezes what the request left without walking it (its garbage waits for the next
 settle).
+
+Parsing one file (:func:`collector_paused`, around :func:`castfind.read.extract.extract_source`) builds hundreds of
+thousands of short-lived, acyclic objects (libcst's tokens and nodes, freed by reference counting when the walk
+ends); each 700 allocations start a young collection, and every few of those an older one, which walk them and,
+in a lookup that holds the index's facts, the long-lived ones too. The collector is paused while one file is
+parsed and resumed after it, whatever the parse raised.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["freeze_all", "settle", "survivors_frozen"]
+__all__ = ["collector_paused", "freeze_all", "settle", "survivors_frozen"]
 
 _lock = threading.Lock()
 _depth = 0  # nested or concurrent runs inside survivors_frozen (only the outermost one engages)
@@ -35,6 +41,8 @@ _engaged = False
 #: server warm on both wheels). A ``gc.unfreeze`` by someone else leaves it set: the scan then freezes nothing of
 #: its own (slower collections, same results).
 _froze = False
+_paused = 0  # blocks inside collector_paused, in any thread (only the outermost one disables and re-enables)
+_disabled = False  # collector_paused disabled the collector (it was enabled when the first block began)
 
 
 def _freeze_survivors(phase: str, info: dict[str, Any]) -> None:
@@ -87,3 +95,26 @@ def freeze_all() -> None:
         if not _depth:
             gc.freeze()
             _froze = True
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """While the block runs, the cyclic collector does not run; on exit (the last block to end, in any thread)
+    it is enabled again if it was enabled when the first began, whether the block returned or raised.
+    Re-entrant and thread-safe; a collector someone else disabled stays disabled. Explicit collections
+    (:func:`settle`, ``gc.collect``) still run, and :func:`survivors_frozen` goes on freezing around them.
+    PERF: for work that builds many short-lived acyclic objects (a file's parse)."""
+    global _paused, _disabled
+    with _lock:
+        _paused += 1
+        if _paused == 1 and gc.isenabled():
+            gc.disable()
+            _disabled = True
+    try:
+        yield
+    finally:
+        with _lock:
+            _paused -= 1
+            if _paused == 0 and _disabled:
+                _disabled = False
+                gc.enable()

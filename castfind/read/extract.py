@@ -17,6 +17,7 @@ from typing import Any
 import libcst as cst
 
 from castfind.core import casts
+from castfind.core.heap import collector_paused
 from castfind.read.allocs import allocations
 from castfind.read.cstwalk import TokenWalker, parse_module, walk
 from castfind.read.facts import (
@@ -918,6 +919,13 @@ def extract_source(source: bytes, module: str, path: str, is_package: bool) -> F
     ``unsupported`` when Python accepts it but castfind cannot analyse it (its findings would be
     lost: the scan reports the file and exits non-zero).
     """
+    # PERF: the parse builds hundreds of thousands of short-lived acyclic objects; the cyclic collector,
+    # paused meanwhile, would walk them (and a lookup's long-lived facts) over and over (castfind.core.heap).
+    with collector_paused():
+        return _extract_source(source, module, path, is_package)
+
+
+def _extract_source(source: bytes, module: str, path: str, is_package: bool) -> FileFacts:
     branches: list[tuple[int, int, int, int]] = []
     lazy: list[LazyExport] = []
     allocs: list[Allocation] = []

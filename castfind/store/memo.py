@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from castfind.core.sourcetext import has_word
 from castfind.core.versions import EXTRACTOR_VERSION
 from castfind.read import codec
 from castfind.store.discover import SourceFile
@@ -414,6 +415,82 @@ def store_for_tree(index: Index, key: str, payload: dict[str, Any]) -> None:
     if index.raced:
         return
     index.cache.put_memo(key, dumps({**payload, "version": MEMO_VERSION, "tree": tree_digest(index)}))
+
+
+def store_for_reads(index: Index, key: str, payload: dict[str, Any], deps: Iterable[str], names: Iterable[str]) -> None:
+    """Store ``payload`` under ``key`` with what it was computed from (read back by :func:`load_for_reads`): ``deps``,
+    the dependencies recorded while it was computed (:meth:`Tracker.recording`: the files whose facts or text it
+    read, by absolute path, and ``m:<module>``, a module looked for and not found), and ``names``, the names it
+    looked for in the text of the files it did not read (:mod:`castfind.store.words`); the files holding one
+    of them must be among ``deps``. Every other file is stamped by its stat alone, in one digest: nothing is read
+    or hashed that the computation did not read. Nothing is stored when a file was edited during the run."""
+    assert index.cache is not None
+    if index.raced:
+        return
+    ids = file_ids(index)
+    deps = set(deps)
+    files = {ids[sf.abspath]: (sf.module, index.key(sf)) for sf in index.files if sf.abspath in deps}
+    missing = sorted(d[2:] for d in deps if d.startswith("m:"))
+    index.cache.put_memo(key, dumps({**payload, "version": MEMO_VERSION, "reads": files, "missing": missing,
+                                     "names": sorted(set(names)), "rest": _rest_digest(index, files)}))
+
+
+def _rest_digest(index: Index, files: dict[str, Any]) -> str:
+    """A digest of the files not in ``files`` (by id): their ids, module names and stats."""
+    ids = file_ids(index)
+    rows = sorted((ids[sf.abspath], sf.module, index.stat(sf)) for sf in index.files if ids[sf.abspath] not in files)
+    return hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest()
+
+
+def load_for_reads(index: Index, key: str) -> dict[str, Any] | None:
+    """The row :func:`store_for_reads` stored under ``key``, when what it was computed from is as it was; else None.
+
+    It stands when every file it read is there under the same module name and content key (the stat index
+    spares hashing an unchanged one), no module it looked for and did not find exists now, and no other file
+    holds one of the names it looked for: when the other files' stats are all as they were, that is known
+    without reading them; when one differs (a file edited, added or removed), their text is searched for the
+    names (a whole-identifier test, as :mod:`castfind.store.words` makes), and if none holds one the row stands
+    and is stored again with their stats, so the next load reads nothing more."""
+    assert index.cache is not None
+    doc = loads(index.cache.get_memo(key))
+    stamp = None if doc is None else _reads_stand(index, doc)
+    if doc is None or stamp is None:
+        return None
+    if stamp != doc["rest"] and not index.raced:
+        doc = {**doc, "rest": stamp}
+        index.cache.put_memo(key, dumps(doc))
+    return doc
+
+
+def current(index: Index, doc: dict[str, Any]) -> bool:
+    """Was ``doc`` (a row of :func:`store_for_reads` or :func:`store_for_tree`) computed from what the index holds
+    now?"""
+    return same_tree(index, doc) if "tree" in doc else _reads_stand(index, doc) is not None
+
+
+def _reads_stand(index: Index, doc: dict[str, Any]) -> str | None:
+    """The stats' digest of the files ``doc`` (a row of :func:`store_for_reads`) did not read, when it stands on the
+    index as it is (:func:`load_for_reads`); None when it does not."""
+    files, missing, names, rest = doc.get("reads"), doc.get("missing"), doc.get("names"), doc.get("rest")
+    if not (isinstance(files, dict) and isinstance(missing, list) and isinstance(names, list)
+            and isinstance(rest, str)):
+        return None
+    ids = file_ids(index)
+    by_id = {v: k for k, v in ids.items()}
+    for fid, row in files.items():
+        sf = index.by_abspath.get(by_id.get(fid, ""))
+        if sf is None or not isinstance(row, tuple) or len(row) != 2 or sf.module != row[0] or index.key(sf) != row[1]:
+            return None
+    if missing:
+        modules = {sf.module for sf in index.files}
+        if any(m in modules for m in missing):
+            return None
+    stamp = _rest_digest(index, files)
+    if stamp != rest:
+        words = [str(n).encode() for n in names]
+        if any(has_word(index.data(sf), w) for sf in index.files if ids[sf.abspath] not in files for w in words):
+            return None  # a file it did not read holds a name it looked for now
+    return stamp
 
 
 def root_ids(index: Index) -> dict[str, str]:

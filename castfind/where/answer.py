@@ -1,8 +1,10 @@
 """What ``castfind where`` answers (:class:`WhereResult` and its parts) and the carried answer.
 
 A ``where`` is a pure function of the query, the files' bytes and which installed packages exist, so
-its answer is stored under the query's key with a digest of the tree it was computed on
-(:func:`castfind.store.memo.store_for_tree`). An answer the time budget cut is stored too, with the budget
+its answer is stored under the query's key with what it was computed from
+(:func:`castfind.store.memo.store_for_reads`: the files it read and those holding a name it looked for, by
+content key; every other file by its stat; an answer that found nothing, whose suggestions read every file,
+with the tree's digest: :func:`castfind.store.memo.store_for_tree`). An answer the time budget cut is stored too, with the budget
 that cut it and how many lookups in a row it cut: the first cut answer is computed once more (the facts the
 first try parsed are cached, so the second often ends within the budget), and one cut
 :data:`REPLAY_AFTER_CUTS` times stands for a lookup allowed that many seconds or fewer (the same search
@@ -15,15 +17,17 @@ stores the whole answer over it. PERF: reading it back needs no resolver and no 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from castfind.core.scope import DEFAULT_REPORT_EXCLUDE
 from castfind.core.types import Diagnostic, Hop
 from castfind.store import memo as carried
-from castfind.store.discover import Package
+from castfind.store.discover import Package, package_roots
 from castfind.store.index import Index
 from castfind.store.modules import Modules
+from castfind.store.words import Words
 
 #: Bytes of source not parsed before that one lookup may parse to find aliases, call sites and (for a
 #: bare name) bindings that do not look like one. PERF: libcst extracts ~130 KB of source a second per
@@ -37,8 +41,8 @@ DEFAULT_PARSE_BUDGET = 512 * 1024  # --parse-budget 512K
 #: for aliases and call sites (and a bare name's bindings) is named in ``unresolved``. The definition chain
 #: of a dotted name or ``--at`` is resolved first and whole, past it: a lookup out of time still says where
 #: the symbol is defined. PERF: a person waits for ``where``; 10 s cold, whole process, on two loaded cores
-#: is the bound; starting Python and importing castfind come before the clock, storing the answer (the tree's
-#: digest: every file's content key) after it. A parse cannot stop halfway: one that would not end within
+#: is the bound; starting Python and importing castfind come before the clock, storing the answer (the content keys of
+#: the files it read) after it. A parse cannot stop halfway: one that would not end within
 #: the budget at the rate measured is not started. None: no budget (``--time-budget 0``).
 DEFAULT_TIME_BUDGET = 6.0
 #: The environment variable that sets the time budget when ``--time-budget`` is not given (0: none).
@@ -148,7 +152,7 @@ def carried_answer(index: Index, symbol: str, report_exclude: tuple[str, ...] = 
     clock = time_budget(seconds)
     if index.cache is None:
         return None
-    return load_answer(index, answer_key(index, symbol, at, report_exclude, budget), clock)
+    return load_answer(index, answer_key(index, symbol, at, report_exclude, budget), clock, report_exclude)
 
 
 def check_symbol(symbol: str) -> None:
@@ -179,7 +183,7 @@ def cuts_before(index: Index, key: str, seconds: float | None) -> int:
     tree (0: none, or the stored answer is whole)."""
     assert index.cache is not None
     doc = carried.loads(index.cache.get_memo(key))
-    if doc is None or not _stands_for(doc.get("cut"), seconds) or not carried.same_tree(index, doc):
+    if doc is None or not _stands_for(doc.get("cut"), seconds) or not carried.current(index, doc):
         return 0
     cuts = doc.get("cuts")
     return cuts if isinstance(cuts, int) and doc.get("cut") is not None else 0
@@ -190,9 +194,11 @@ def _stands_for(cut: Any, seconds: float | None) -> bool:
     return cut is None or (isinstance(cut, float) and seconds is not None and seconds <= cut)
 
 
-def load_answer(index: Index, key: str, seconds: float | None) -> WhereResult | None:
-    """The stored answer, when the tree and the installed packages it looked for are as they were, and
-    it is whole or was cut :data:`REPLAY_AFTER_CUTS` times by a time budget of ``seconds`` (the lookup's:
+def load_answer(index: Index, key: str, seconds: float | None,
+                report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE) -> WhereResult | None:
+    """The stored answer, when what it was computed from (:func:`store_answer`), the installed packages it looked
+    for and the top-level packages under the roots (``report_exclude`` set aside) are as they were, and it is
+    whole or was cut :data:`REPLAY_AFTER_CUTS` times by a time budget of ``seconds`` (the lookup's:
     None, none) or more."""
     assert index.cache is not None
     doc = carried.loads(index.cache.get_memo(key))
@@ -205,12 +211,19 @@ def load_answer(index: Index, key: str, seconds: float | None) -> WhereResult | 
     modules = Modules(index)
     if any(modules.add_installed(top) != found for top, found in installed.items()):
         return None  # a package was installed or removed since: resolve again
-    if not carried.same_tree(index, doc):  # after the packages: looking for one may add its files
+    # After the packages: looking for one may add its files. PERF: a row stored by what the lookup read reads
+    # nothing back but those files' keys (castfind.store.memo.load_for_reads); its own check of the other files
+    # may store it again, stamped with their stats.
+    if "tree" in doc and not carried.same_tree(index, doc):
+        return None
+    if "tree" not in doc and carried.load_for_reads(index, key) is None:
         return None
     try:
         result = _from_plain(plain)
     except (TypeError, ValueError):  # a row of another shape: compute
         return None
+    if "tree" not in doc and doc.get("listed") != _listed(index, report_exclude):
+        return None  # a top-level package came or went: the packages the answer names are the listing's
     seen = {(d.path, d.line, d.message) for d in index.diagnostics}
     diags = (*index.diagnostics, *(d for d in result.diagnostics if (d.path, d.line, d.message) not in seen))
     stats = {**result.stats, "parsed": 0, "loaded": 0, "outcome": "carried"}
@@ -218,13 +231,33 @@ def load_answer(index: Index, key: str, seconds: float | None) -> WhereResult | 
 
 
 def store_answer(index: Index, key: str, result: WhereResult, installed: dict[str, bool],
-                 cut: float | None = None, cuts: int = 0) -> None:
-    """Store ``result`` under ``key`` for this tree, with the installed packages it looked for (``installed``:
-    top-level name → found), read back by :func:`load_answer`; ``cut``: the time budget (seconds) that cut
-    it, None for a whole answer; ``cuts``: how many lookups in a row it cut, this one included."""
-    carried.store_for_tree(index, key, {
-        "installed": installed, "cut": None if cut is None else float(cut), "cuts": cuts,
-        "result": _to_plain(replace(result, diagnostics=tuple(d for d in result.diagnostics if d.kind != "cache")))})
+                 cut: float | None = None, cuts: int = 0, reads: Iterable[str] | None = None,
+                 names: Iterable[str] = (), report_exclude: tuple[str, ...] = DEFAULT_REPORT_EXCLUDE) -> None:
+    """Store ``result`` under ``key``, with the installed packages it looked for (``installed``: top-level name →
+    found), read back by :func:`load_answer`; ``cut``: the time budget (seconds) that cut it, None for a whole
+    answer; ``cuts``: how many lookups in a row it cut, this one included.
+
+    ``reads``: what the lookup read (:meth:`castfind.store.memo.Tracker.recording`) and ``names``, the names it
+    looked for in the files' text (:func:`castfind.store.words.names_asked`): the answer is stored with them
+    (:func:`castfind.store.memo.store_for_reads`: the files it read and those holding one of the names, by content
+    key, the others by stat). PERF: a cold lookup hashes only those files, not all 8,000 of both wheels, and an
+    edit of a file that holds none of the names leaves the answer carried. Without ``reads``, or for an answer
+    that found nothing (its suggestions are read off every file's definitions), it is stored for the whole tree
+    (:func:`castfind.store.memo.store_for_tree`)."""
+    payload = {"installed": installed, "cut": None if cut is None else float(cut), "cuts": cuts,
+               "result": _to_plain(replace(result, diagnostics=tuple(d for d in result.diagnostics if d.kind != "cache")))}
+    if reads is None or not (result.definitions or result.unresolved):
+        carried.store_for_tree(index, key, payload)
+        return
+    names = sorted(set(names))
+    holders = {sf.abspath for sf in Words(index).containing(names)}
+    carried.store_for_reads(index, key, {**payload, "listed": _listed(index, report_exclude)}, {*reads, *holders}, names)
+
+
+def _listed(index: Index, report_exclude: tuple[str, ...]) -> tuple[tuple[str, str, str | None], ...]:
+    """The top-level packages discovery found under the roots (not those of installed packages that joined)."""
+    return tuple((p.name, p.root, p.folder)
+                 for p in package_roots([sf for sf in index.files if not index.joined(sf)], report_exclude))
 
 
 def _to_plain(r: WhereResult) -> tuple[Any, ...]:

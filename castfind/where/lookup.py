@@ -21,7 +21,7 @@ from castfind.store.discover import SourceFile, package_roots
 from castfind.store.index import Index
 from castfind.store.memo import Tracker
 from castfind.store.modules import OutOfTime
-from castfind.store.words import Words
+from castfind.store.words import Words, names_asked
 from castfind.where.answer import (
     DEFAULT_PARSE_BUDGET,
     Location,
@@ -555,15 +555,20 @@ def where(index: Index, symbol: str, at: tuple[str, int] | None = None,
     clock = Clock(time_budget(seconds), started)
     key = answer_key(index, symbol, at, report_exclude, budget) if index.cache is not None else None
     if key is not None:
-        got = load_answer(index, key, clock.seconds)
+        got = load_answer(index, key, clock.seconds, report_exclude)
         if got is not None:
             return got
-    result, installed = _resolve_where(index, symbol, at, report_exclude, budget, clock)
+    tracker = Tracker.of(index)
+    # What the answer is carried by: the files it read (their facts or text), the modules it did not find, and
+    # the names it looked for in the text of the rest (castfind.store.memo.store_for_reads).
+    with tracker.recording() as reads, names_asked(index) as names:
+        result, installed = _resolve_where(index, symbol, at, report_exclude, budget, clock)
     if clock.out:
-        Tracker.of(index).forget()  # values memoised past the deadline are cut short
+        tracker.forget()  # values memoised past the deadline are cut short
     if key is not None:
         cuts = cuts_before(index, key, clock.seconds) + 1 if clock.out else 0
-        store_answer(index, key, result, installed, cut=clock.seconds if clock.out else None, cuts=cuts)
+        store_answer(index, key, result, installed, cut=clock.seconds if clock.out else None, cuts=cuts,
+                     reads=reads, names=names, report_exclude=report_exclude)
     return result
 
 
