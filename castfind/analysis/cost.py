@@ -732,11 +732,16 @@ class CostModel:
         sized = [c for c in costs if c.value is not None and c.verdict != "no-op"]
         unsized = tuple(dict.fromkeys(c.holder for c in costs if c.value is None))
         if not sized:
-            if deployment and costs and all(c.verdict == "no-op" for c in costs):
+            noops = [c for c in costs if c.verdict == "no-op"]
+            if deployment and noops and not unsized:
                 names = tuple(dict.fromkeys(c.holder for c in costs))
                 return costs[0] if len(names) == 1 else replace(
                     costs[0], note=f"{costs[0].note}; so are the other buffers {what} ({', '.join(names[1:])})")
-            return None  # nothing to choose by: no cost, rather than one candidate's verdict on a guess
+            # Some move 0 B under the bound dtypes, some are not sized: the range over the first (0 B, no verdict),
+            # since the others may be this deployment's buffer and move bytes.
+            sized = [replace(c, verdict="") for c in noops if c.value == 0.0] if deployment and unsized else []
+            if not sized:
+                return None  # nothing to choose by: no cost, rather than one candidate's verdict on a guess
         sized.sort(key=lambda c: (c.value or 0.0, c.holder))
         low, high = sized[0], sized[-1]
         if len(sized) == 1 and not unsized:
