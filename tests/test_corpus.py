@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from tests.support import run_castfind
+from tests.support import REPO, run_castfind
 
 pytestmark = pytest.mark.corpus
 
@@ -93,6 +94,51 @@ def test_scan_costs_the_mla_pool_cast_from_its_allocation(corpus, corpus_cache, 
     assert gate["severity"] == "error" and gate["cost"]["verdict"] == ""
     experts = by_line[("sglang/multimodal_gen/runtime/layers/moe.py", 192)]  # every expert's weights: not small
     assert experts["severity"] == "error" and experts["cost"]["verdict"] == ""
+
+
+#: A platform predicate that holds only off CUDA (a ROCm, NPU, MPS, CPU, XPU or MUSA branch).
+OFF_CUDA = re.compile(r"\b_?is_(hip|npu|mps|cpu|xpu|musa)\b|_use_aiter\b|device\.type == .mps.")
+DEPLOY = ("--platform", "cuda", "--kv-cache-dtype", "fp8_e4m3", "--kv-tokens", "495552")
+
+
+def _deployment(corpus, corpus_cache, config: str, backend: str) -> tuple[list[dict], dict]:
+    r = run_castfind("scan", str(corpus["sglang"]), "--cache-dir", str(corpus_cache), "--json", "-j", "2",
+                     "--model-config", str(REPO / "fixtures" / "deploy_configs" / config),
+                     "--attention-backend", backend, *DEPLOY)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    findings = doc["findings"]
+    for f in findings:
+        if f["severity"] != "error":
+            continue
+        # Every error on the path has a number; none is another application's or an off-CUDA branch's.
+        assert f["cost"] is not None and f["cost"]["value"] is not None, (f["path"], f["line"], f["cost"])
+        assert not f["path"].startswith("sglang/multimodal_gen/"), (f["path"], f["line"])
+        for c in f["conditions"]:
+            holds = c["test"].strip().startswith("not ") == c["negated"]  # the branch needs the predicate true
+            assert not (holds and OFF_CUDA.search(c["test"])), (f["path"], f["line"], c)
+    return findings, doc["stats"]["step"]
+
+
+def test_issue_35_deployments_number_every_error_on_their_path(corpus, corpus_cache, sglang_scan):
+    """Issue 35's acceptance: a DeepSeek-V3-like config on CUDA with FlashInfer MLA and an FP8 KV cache puts the
+    decode step's whole-pool cast (822) first, on the path, with its value; a Llama-3-8B-like config with fa3 has no
+    MLA-only code on its path. In both, every error has a number and none is another model's or an off-CUDA branch's;
+    a 0 B cast (the bound dtypes are one) is an info, not a row of the step."""
+    ds, step = _deployment(corpus, corpus_cache, "deepseek_v3_like.json", "flashinfer")
+    first = ds[0]
+    assert (first["path"], first["line"], first["severity"]) == (MLA, 822, "error")
+    assert first["cost"]["value"] == 61 * (495552 + 1) * (512 + 64) * (1 + 2) and "decode" in first["steps"]
+    assert not first.get("off_path")
+    assert all(f["severity"] == "info" for f in ds if f["cost"] and f["cost"]["verdict"] == "no-op")
+    assert (step["rows"][0]["path"], step["rows"][0]["line"]) == (MLA, 822)
+    assert all(r["bytes_per_step"] > 0 for r in step["rows"]), step["rows"]  # a 0 B cast is no row of the step
+    llama, _ = _deployment(corpus, corpus_cache, "llama3_8b_like.json", "fa3")
+    for f in llama:
+        if f["severity"] in ("error", "warning"):
+            assert "mla" not in f["path"].rsplit("/", 1)[-1] and "absorb" not in f["function"].lower(), f["path"]
+            assert not any(c["test"].strip() == "self.use_mla" and not c["negated"] for c in f["conditions"]), f["line"]
+    assert any(f["path"].endswith("flashattention_backend.py") and f["severity"] == "error" for f in llama)
 
 
 def test_scan_keeps_batch_casts_quiet(sglang_scan):

@@ -389,8 +389,11 @@ def test_a_quantized_method_and_a_module_weight_are_costed_from_their_allocation
     assert apply is not None and apply.holder == "Fp8ExpertMethod.w_up_weight"
     assert apply.value == 8 * 64 * 16 * (1 + 2)  # fp8 read, bf16 write
     assert conv is not None and conv.src_dtype == "default_dtype"  # made in torch's default dtype
-    # ... which is the activation dtype unless something says otherwise: then `.to(x.dtype)` moves nothing,
-    assert conv.value == 0 and conv.verdict == "tiny"  # and a depthwise [c, 1, k] is small by construction
+    # ... which is the activation dtype unless something says otherwise: then `.to(x.dtype)` moves nothing, and on
+    # a deployment (--set describes one) dtypes the bound names make equal are a no-op of 0 B (an info)
+    assert conv.value == 0 and conv.verdict == "no-op"
+    assert conv.note == "no-op with the bound dtypes: default_dtype == x.dtype (torch.bfloat16)"
+    assert next(f.severity for f in run.report.findings if f.function == "ShortConv.forward") == "info"
     run = api.scan([str(MULTI)], use_cache=False, sets=[("channels", "4"), ("kernel", "3"),
                                                         ("activation_dtype", "torch.bfloat16"),
                                                         ("default_dtype", "torch.float32")])
@@ -422,18 +425,23 @@ def test_one_name_in_two_classes_is_not_a_noop(tmp_path: Path) -> None:
     assert f["cost"]["note"] == "no-op when PagedCache.cache_dtype == ForeignReader.cache_dtype"
 
 
-def test_dtype_from_configuration_says_when_it_is_a_noop_and_keeps_the_error(tmp_path: Path) -> None:
+def test_dtype_from_configuration_says_when_it_is_a_noop_and_is_one_once_bound(tmp_path: Path) -> None:
     latent = _at(_scan(tmp=tmp_path), "latent_backend.py", 10)
     assert latent["severity"] == "error" and latent["cost"]["note"] == "no-op when kv_cache_dtype == q.dtype"
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps(DSV3))
-    # --kv-cache-dtype auto: the pool holds the activation dtype, so the bound dtypes are equal: 0 bytes.
+    # --kv-cache-dtype auto: the pool holds the activation dtype, so the bound dtypes are equal: a no-op, 0 bytes,
+    # an info (no error of 0 B on the deployment's path), not in the step table.
     doc = _scan("--model-config", str(cfg), "--kv-tokens", "100", "--kv-cache-dtype", "auto", tmp=tmp_path)
     latent = _at(doc, "latent_backend.py", 10)
-    assert latent["severity"] == "error" and latent["cost"]["value"] == 0
-    assert "moves nothing" in latent["cost"]["note"]
-    errors = [f for f in doc["findings"] if f["severity"] == "error"]
-    assert errors[-1] is latent  # nothing moved: after the errors whose cost is unknown
+    assert latent["severity"] == "info" and latent["cost"]["value"] == 0 and latent["cost"]["verdict"] == "no-op"
+    assert latent["cost"]["note"] == "no-op with the bound dtypes: kv_cache_dtype == q.dtype (torch.bfloat16)"
+    assert ("latent_backend.py", 10) not in {(r["path"].rsplit("/", 1)[-1], r["line"])
+                                              for r in doc["stats"]["step"]["rows"]}
+    # fp8: the dtypes differ, the error and its bytes stay
+    doc = _scan("--model-config", str(cfg), "--kv-tokens", "100", "--kv-cache-dtype", "fp8_e4m3", tmp=tmp_path)
+    latent = _at(doc, "latent_backend.py", 10)
+    assert latent["severity"] == "error" and latent["cost"]["verdict"] == "" and latent["cost"]["value"] > 0
 
 
 def test_small_by_construction_is_a_warning_and_a_whole_buffer_stays_an_error(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, 
 from castfind.read.facts import Allocation, AllocKind, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 10
+COST_VERSION = 11
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
@@ -455,7 +455,8 @@ class CostModel:
         #: A deployment is described: a parameter's cast is costed by what its callers hand in
         #: (:mod:`castfind.analysis.handed`), and one without a number says why. Without one, costs are as before.
         #: ``off_model``: why a function (``module.Class.method``) is off the model's path (``ModelPath.verdict``).
-        self.callers = Callers(self.holders, lookup.files_naming, off_model) if deployment else None
+        self.callers = Callers(self.holders, lookup.files_naming, off_model, rules.cost.per_batch) \
+            if deployment else None
         self._attrs: dict[tuple[str, str, str], str | None] = {}
         self._mro: dict[tuple[str, str], tuple[ClassRef, ...]] = {}
         self._consts: dict[tuple[str, str], dict[str, str]] = {}
@@ -645,17 +646,23 @@ class CostModel:
                 costs.append(c)
             else:
                 unsized.append(f"{_end_text(end)} is handed in, but castfind finds no allocation of it it can size")
-        model_names = {n for _, names in self.rules.cost.config for n in names}
-        costs = [c for c in costs if c.value is not None or not set(c.unbound) & model_names]  # another model's
-        got = self._spread(costs, f"handed to {what} by its callers") if costs else None
+        costs = [c for c in costs if not self._another_models(c)]
+        got = self._spread(costs, f"handed to {what} by its callers", True) if costs else None
         if got is not None:
             return got if got.candidates else replace(got, note=f"{got.note}; " * bool(got.note)
                                                       + f"handed to {what} by its callers")
+        dst, _ = self._dst(cast)
+        if not handed.found and handed.why and set(handed.why) <= set(handed.fresh):
+            # Every call on the path hands a tensor made for it (joined, allocated, sliced from the batch): the cast
+            # moves this batch's rows, not a buffer the deployment holds.
+            made = "; ".join(handed.fresh[:3]) + (f"; {len(handed.fresh) - 3} more" if len(handed.fresh) > 3 else "")
+            return Cost((), None, dst, "", "", verdict="per-batch",
+                        note=f"per-batch: {what} is a parameter every call on the path hands a tensor made for "
+                             f"that call; {made}")
         reasons = [*dict.fromkeys(unsized), *handed.why]
         why = "; ".join(reasons[:3]) + (f"; {len(reasons) - 3} more" if len(reasons) > 3 else "")
         if costs:
             why = f"the {len(costs)} buffers handed to {what} are not sized with the bound names" + "; " * bool(why) + why
-        dst, _ = self._dst(cast)
         return Cost((), None, dst, "", "", note=f"no number: {what} is a parameter; {why or 'no caller hands a buffer'}")
 
     def _held_cost(self, finding: Finding, end: Held, cast: Cast, own: ClassRef | None, bounds: Sequence[str],
@@ -707,19 +714,34 @@ class CostModel:
         # A candidate that needs a model field the configuration lacks (`kv_lora_rank` of a Llama config) is another
         # model's buffer. One unsized for another reason (a name the rules bind from no flag, a shape castfind
         # cannot read) may be this one's: the range covers the sized ones and says how many are not in it.
+        costs = [c for c in costs if not self._another_models(c)]
+        return self._spread(costs, "the getter hands out", self.callers is not None)
+
+    def _another_models(self, cost: Cost) -> bool:
+        """A candidate's cost that needs a model field the configuration lacks (``kv_lora_rank`` of a Llama config):
+        another model's buffer. A no-op under the bound dtypes keeps the names its size would need."""
         model_names = {n for _, names in self.rules.cost.config for n in names}
-        costs = [c for c in costs if c.value is not None or not set(c.unbound) & model_names]
-        return self._spread(costs, "the getter hands out")
+        return (cost.value is None or cost.verdict == "no-op") and bool(set(cost.unbound) & model_names)
 
     @staticmethod
-    def _spread(costs: Sequence[Cost], what: str) -> Cost | None:
+    def _spread(costs: Sequence[Cost], what: str, deployment: bool = False) -> Cost | None:
         """One cost for several candidate buffers (``what``: how they were found): the one sized, or the range over
         those sized (the smallest's cost, ``value_max`` the largest's, ``candidates`` naming them); those not sized
-        are named in the note, and then no verdict is applied (never one buffer's on a guess). None: none sized."""
+        are named in the note, and then no verdict is applied (never one buffer's on a guess). None: none sized.
+        On a deployment, candidates that are all no-ops (under the bound dtypes too) give the first one's no-op."""
         sized = [c for c in costs if c.value is not None and c.verdict != "no-op"]
         unsized = tuple(dict.fromkeys(c.holder for c in costs if c.value is None))
         if not sized:
-            return None  # nothing to choose by: no cost, rather than one candidate's verdict on a guess
+            noops = [c for c in costs if c.verdict == "no-op"]
+            if deployment and noops and not unsized:
+                names = tuple(dict.fromkeys(c.holder for c in costs))
+                return costs[0] if len(names) == 1 else replace(
+                    costs[0], note=f"{costs[0].note}; so are the other buffers {what} ({', '.join(names[1:])})")
+            # Some move 0 B under the bound dtypes, some are not sized: the range over the first (0 B, no verdict),
+            # since the others may be this deployment's buffer and move bytes.
+            sized = [replace(c, verdict="") for c in noops if c.value == 0.0] if deployment and unsized else []
+            if not sized:
+                return None  # nothing to choose by: no cost, rather than one candidate's verdict on a guess
         sized.sort(key=lambda c: (c.value or 0.0, c.holder))
         low, high = sized[0], sized[-1]
         if len(sized) == 1 and not unsized:
@@ -818,14 +840,19 @@ class CostModel:
         written = held.view or alloc.dtype or ""
         verdict, note = self._noop((src, written, ref[1].name), (dst, dst_text, own[1].name if own else ""),
                                    f"{written} at {at}", same)
-        if verdict == "" and note and value is not None and self._equal_when_bound(src, dst):
-            value = 0.0  # the bound dtypes are the same: `.to` returns its operand, nothing moves
-            note += " (so with the bound dtypes it moves nothing)"
+        unbound = () if value is not None else self._unbound([*dims, *factors], [src, dst])
+        if verdict == "" and note and self._equal_when_bound(src, dst):
+            if self.callers is not None:
+                # A deployment binds both dtypes, and they are one: `.to` returns its operand, 0 bytes, an info.
+                verdict, value = "no-op", 0.0
+                note = f"no-op with the bound dtypes: {note.removeprefix('no-op when ')} ({self._bound_dtype(src)})"
+            elif value is not None:
+                value = 0.0  # the bound dtypes are the same: `.to` returns its operand, nothing moves
+                note += " (so with the bound dtypes it moves nothing)"
         if verdict != "no-op":
             tiny, why = self._tiny([*declared, *([count] if count else [])], value)
             verdict = tiny
             note = f"{note}; {why}" if note and why else note or why
-        unbound = () if value is not None else self._unbound([*dims, *factors], [src, dst])
         return Cost(tuple(dims), src, dst, per_call, per_step, value, f"{owner}.{held.attr}", declared=at,
                     verdict=verdict, note=note, unbound=unbound, calls=times)
 
@@ -872,6 +899,14 @@ class CostModel:
         except (Unknown, ArithmeticError, TypeError, RecursionError):
             return False
         return isinstance(a, str) and isinstance(b, str) and _canonical(a) == _canonical(b)
+
+    def _bound_dtype(self, formula: str | None) -> str:
+        """The dtype a formula evaluates to under the bound names, as torch spells it."""
+        try:
+            got = self.ev.value(formula or "")
+        except (Unknown, ArithmeticError, TypeError, RecursionError):
+            return "?"
+        return _canonical(got) if isinstance(got, str) else "?"
 
     def _describe(self, formula: str | None, written: str, cls: str, qualify: bool = False) -> str:
         """A dtype as the user knows it: the flag that binds it (``kv_cache_dtype``), else the formula
@@ -1083,7 +1118,7 @@ def judged(finding: Finding, cost: Cost | None) -> Finding:
         return finding
     if cost.verdict == "no-op" and finding.severity != "info":
         return replace(finding, cost=cost, severity="info", message=f"{finding.message} ({cost.note})")
-    if cost.verdict in ("tiny", "never") and finding.severity == "error":
+    if cost.verdict in ("tiny", "never", "per-batch") and finding.severity == "error":
         return replace(finding, cost=cost, severity="warning", message=f"{finding.message} ({cost.note})")
     return replace(finding, cost=cost)
 
@@ -1098,7 +1133,8 @@ def step_table(findings: Sequence[Finding], step: str = "decode") -> StepTable:
     its bytes scaled to one step) and the static check's status (:func:`check`, done in ``post``). Only the casts
     on ``step`` count: a finding whose :attr:`~castfind.core.types.Finding.steps` leaves it out (an extend-only
     cast) is counted in ``elsewhere`` instead; one with no steps (not asked) counts. Pure."""
-    reported = [f for f in findings if f.severity in ("error", "warning") and f.cost is not None]
+    reported = [f for f in findings if f.severity in ("error", "warning") and f.cost is not None
+                and f.cost.verdict != "per-batch"]  # this batch's rows, not a buffer: no row of the step
     costed = [f for f in reported if not f.steps or step in f.steps]
     elsewhere = Counter(",".join(f.steps) for f in reported if f.steps and step not in f.steps)
     numbered = [f for f in costed if f.cost is not None and f.cost.value is not None]

@@ -16,7 +16,12 @@ receiver, never by the name alone:
 * for a plain function, ``f(...)`` or ``mod.f(...)`` in a file that names ``f``.
 
 An argument that is no buffer (``torch.cat(...)`` of activations, a parameter no caller hands a buffer to) is
-said, with where it was handed, in :attr:`Handed.why`: a cast without a number says why it has none. With
+said, with where it was handed, in :attr:`Handed.why`: a cast without a number says why it has none. Of those, a
+tensor made for this call is also in :attr:`Handed.fresh`: a call of the rules' ``cost.per_batch`` (``torch.cat``,
+``torch.empty(...)``), rows of the batch (``batch.keys[:n]``: provenance's ``batch-slice``, ``token-split`` or
+``gather-index`` stop), or an arithmetic result, none of whose arguments or operands is a held buffer; when every
+call hands such a tensor the cast is per-batch (:class:`castfind.analysis.cost.CostModel`). A cast or clone of a
+held buffer (``self.pool.k_buffer[i].to(x)``, ``buf.clone()``) is still that buffer. With
 ``--model-config``, a call off the model's path (another model's class, a component the flags did not select: the
 model path's verdict) is left out: it hands a buffer this deployment does not run.
 Pure over the facts; used only when a deployment is described (:class:`castfind.analysis.cost.CostModel`).
@@ -28,8 +33,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from castfind.analysis.getters import GetterCall, Held, Holders
-from castfind.analysis.provenance import Stop, enclosing_class, holder_classes
-from castfind.read.facts import Attr, CallSite, Definition, Expr, FileFacts, Name, render
+from castfind.analysis.provenance import Origin, Stop, enclosing_class, holder_classes
+from castfind.core import casts
+from castfind.core.rules import glob_match
+from castfind.read.facts import Attr, Call, CallSite, Definition, Expr, FileFacts, Name, Other, Seq, render
 
 #: How many functions out a parameter is followed (``_compute`` ← ``_get`` ← ``forward`` ← the model).
 MAX_HOPS = 4
@@ -43,6 +50,8 @@ class Handed:
 
     found: tuple[Held | GetterCall, ...]
     why: tuple[str, ...]
+    #: The reasons of :attr:`why` that are a tensor made for the call (built from the batch, rows of it).
+    fresh: tuple[str, ...] = ()
 
 
 def parameter_of(facts: FileFacts, scope: str, end: Expr | None) -> tuple[str, str | None] | None:
@@ -62,8 +71,10 @@ class Callers:
     """The calls that hand a parameter its buffer, across files (see the module docstring)."""
 
     def __init__(self, holders: Holders, files_naming: Callable[[str, int], Sequence[FileFacts]],
-                 off_model: Callable[[str], str | None] | None = None) -> None:
+                 off_model: Callable[[str], str | None] | None = None, per_batch: Sequence[str] = ()) -> None:
         self.holders = holders
+        #: The rules' ``cost.per_batch``: patterns of calls that make a new tensor on every call.
+        self.per_batch = tuple(per_batch)
         self.files_naming = files_naming
         #: Why a caller (``module.Class.method``) is off the model's path (non-empty: another model's class, a component
         #: the flags did not select), "" or None when it is not: with ``--model-config``, the model path's verdict.
@@ -74,6 +85,7 @@ class Callers:
         """What the calls of ``scope`` hand to ``param`` (its ``.attr`` when ``attr``), followed back."""
         found: list[Held | GetterCall] = []
         why: list[str] = []
+        fresh: list[str] = []
         seen: set[tuple[str, str, str]] = set()
         todo: list[tuple[FileFacts, str, str, str | None, int]] = [(facts, scope, param, attr, 0)]
         while todo:
@@ -104,6 +116,16 @@ class Callers:
                 if isinstance(got, Held) and got.on_param:
                     got = None  # `p.weight` of the caller's own parameter `p`: followed to the caller's callers below
                 if isinstance(got, GetterCall) and not self.holders.handed_out(got.name):
+                    copied = self._copied(cf, cs.scope, walked, cs.line)
+                    if copied is not None:  # `self.pool.k_buffer[i].to(x)`, `buf.clone()`: still that buffer
+                        got = copied
+                made = self._made(cf, cs.scope, walked) if got is None or (
+                    isinstance(got, GetterCall) and not self.holders.handed_out(got.name)) else None
+                if made is not None:
+                    fresh.append(f"{where} {cs.scope} hands {_short(render(expr))}, {made}")
+                    why.append(fresh[-1])
+                    continue
+                if isinstance(got, GetterCall) and not self.holders.handed_out(got.name):
                     # `k.view(...).to(q.dtype)`: a call's fresh result (an activation), no getter of a held buffer
                     why.append(f"{where} {cs.scope} hands {_short(render(expr))}, the result of a call (.{got.name}) "
                                f"that hands out no buffer castfind can size")
@@ -120,7 +142,53 @@ class Callers:
                     continue
                 stop = f" ({walked.reason}: {walked.detail})" if isinstance(walked, Stop) and walked.detail else ""
                 why.append(f"{where} {cs.scope} hands {_short(render(expr))}, no allocation castfind can size{stop}")
-        return Handed(tuple(found), tuple(dict.fromkeys(why)))
+        return Handed(tuple(found), tuple(dict.fromkeys(why)), tuple(dict.fromkeys(fresh)))
+
+    # -- what an argument is -------------------------------------------------------------------------------
+    def _copied(self, facts: FileFacts, scope: str, walked: Origin | Stop, line: int) -> Held | GetterCall | None:
+        """The held buffer a cast or clone of which the walk ended at (``self.pool.k_buffer[i].to(x)``), or None."""
+        end = walked.trail.end
+        if not (isinstance(end, Call) and isinstance(end.func, Attr)):
+            return None
+        method = casts.by_name().get(end.func.attr)
+        if end.func.attr != "clone" and (method is None or method.operand != "receiver"):
+            return None
+        got = self.holders.read(facts, scope, self.holders.prov.origin_or_stop(facts, scope, end.func.value, line))
+        if isinstance(got, GetterCall) and not self.holders.handed_out(got.name):
+            return None
+        return got if got is not None and not (isinstance(got, Held) and got.on_param) else None
+
+    def _made(self, facts: FileFacts, scope: str, walked: Origin | Stop) -> str | None:
+        """Why the argument a walk ended at is a tensor made for this call (see the module docstring), or None."""
+        if not isinstance(walked, Stop):
+            return None
+        end = walked.trail.end
+        if walked.reason in ("batch-slice", "token-split", "gather-index"):
+            return f"rows of the batch ({walked.reason}: {walked.detail})"
+        if isinstance(end, Call) and any(glob_match(p, render(end.func)) for p in self.per_batch):
+            parts = [*end.args, *(v for _, v in end.kwargs)]
+            if not self._holds_buffer(facts, scope, parts, walked.trail.line):
+                return f"a tensor {render(end.func)}() makes on every call"
+        if (isinstance(end, Other) and end.kind == "BinaryOperation" and end.parts
+                and not self._holds_buffer(facts, scope, end.parts, walked.trail.line)):
+            return "an arithmetic result made on every call"
+        return None
+
+    def _holds_buffer(self, facts: FileFacts, scope: str, exprs: Sequence[Expr], line: int) -> bool:
+        """Is any of ``exprs`` (or an element of a list or tuple among them) a whole buffer (provenance's proof) or
+        what a getter hands out?"""
+        for e in exprs:
+            if isinstance(e, Seq):
+                if self._holds_buffer(facts, scope, e.elts, line):
+                    return True
+                continue
+            walked = self.holders.prov.origin_or_stop(facts, scope, e, line)
+            if isinstance(walked, Origin):
+                return True
+            got = self.holders.read(facts, scope, walked)  # `self.scale` reads as held too: only a getter's counts
+            if isinstance(got, GetterCall) and self.holders.handed_out(got.name):
+                return True
+        return False
 
     # -- the calls of a function ------------------------------------------------------------------------------
     def calls_of(self, facts: FileFacts, scope: str) -> list[tuple[FileFacts, CallSite, bool]]:

@@ -296,6 +296,10 @@ class CostSpec:
     patterns of dimension names that are small by what they count (kernel taps); ``max_bytes``,
     the bytes per step at or above which bound values make a small-by-construction buffer large (it
     stays an error). Unset: nothing is judged tiny.
+
+    ``per_batch``: patterns of calls that make a new tensor on every call (``torch.cat``, ``torch.empty``): a
+    parameter's cast whose every call on the deployment's path hands such a tensor (or rows of the batch, or an
+    arithmetic result) is per-batch, not a whole buffer (:mod:`castfind.analysis.handed`).
     """
 
     config: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -306,6 +310,7 @@ class CostSpec:
     tiny_max_bytes: float | None = None
     tiny_max_literal: float = 1.0
     small_dims: tuple[str, ...] = ()
+    per_batch: tuple[str, ...] = ()
 
 
 #: The flags a ``cost.flags`` entry may name.
@@ -488,7 +493,7 @@ _TOP_KEYS = ("buffers", "entry_points", "steps", "once", "index", "views", "dtyp
              "deployment", "models", "rules")
 _MODELS_KEYS = ("entry_variables", "components")
 _REGISTRY_KEYS = ("decorator", "table", "tests", "returns")
-_COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation", "tiny")
+_COST_KEYS = ("config", "flags", "defaults", "kv_cache_dtypes", "activation", "tiny", "per_batch")
 _TINY_KEYS = ("max_bytes", "max_literal", "small_dims")
 _KIND_KEYS = ("getters", "attributes", "exclude", "infer_getters", "replace", "weight")
 #: The fields an ``exclude`` pattern may apply to (YAML key → what it matches).
@@ -919,7 +924,7 @@ def _parse_rank(f: _File, data: _Map, entry_rank: dict[str, float]) -> None:
 def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
     """``cost: {config: {FIELD: [NAME]}, flags: {FLAG: [NAME]}, defaults: {NAME: VALUE},
     kv_cache_dtypes: {SPELLING: DTYPE}, activation: [PATTERN], tiny: {max_bytes: N, max_literal: N,
-    small_dims: [PATTERN]}}``; a later file's entries override."""
+    small_dims: [PATTERN]}, per_batch: [PATTERN]}``; a later file's entries override (patterns add up)."""
     cost = f.mapping(data, "cost", "cost", " {config: ..., flags: ..., defaults: ..., kv_cache_dtypes: ...}")
     if cost is None:
         return
@@ -948,6 +953,7 @@ def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
             else:
                 acc[section][key] = str(value)
     acc["activation"]["*"] = (*acc["activation"].get("*", ()), *f.strings(cost, "activation", "cost.activation"))
+    acc["per_batch"]["*"] = (*acc["per_batch"].get("*", ()), *f.strings(cost, "per_batch", "cost.per_batch"))
     tiny = f.mapping(cost, "tiny", "cost.tiny", " {max_bytes: N, max_literal: N, small_dims: [PATTERN, ...]}")
     if tiny is None:
         return
@@ -1048,7 +1054,8 @@ def _cost_spec(acc: dict[str, dict[str, Any]]) -> CostSpec:
     tiny = acc["tiny"]
     return CostSpec(tuple(acc["config"].items()), tuple(acc["flags"].items()), tuple(acc["defaults"].items()),
                     tuple(acc["kv_cache_dtypes"].items()), tuple(dict.fromkeys(acc["activation"].get("*", ()))),
-                    tiny.get("max_bytes"), tiny.get("max_literal", 1.0), tuple(tiny.get("small_dims", ())))
+                    tiny.get("max_bytes"), tiny.get("max_literal", 1.0), tuple(tiny.get("small_dims", ())),
+                    tuple(dict.fromkeys(acc["per_batch"].get("*", ()))))
 
 
 def _parse_kind(f: _File, buffers: _Map, name: Any, spec: Any, kinds: dict[str, BufferKind]) -> None:
@@ -1205,7 +1212,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                            "once_store_to_self": True, "scalar_index": (), "views": (), "dtype_args": (),
                            "casts": dict(cast_table.by_name()), "entry_point_rank": {}, "steps": {},
                            "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {},
-                                    "tiny": {}},
+                                    "tiny": {}, "per_batch": {}},
                            "deployment": {"platforms": {}, "flags": {}, "device_fields": {}},
                            "models": {"entry_variables": (), "registries": {}}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []

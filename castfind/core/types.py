@@ -13,7 +13,7 @@ from castfind.core.names import shown
 
 Severity = Literal["error", "warning", "info"]
 #: What the cost model concluded about a finding beyond its bytes (:class:`Cost`).
-CostVerdict = Literal["", "no-op", "tiny", "never"]
+CostVerdict = Literal["", "no-op", "tiny", "never", "per-batch"]
 #: What kind of input problem a :class:`Diagnostic` reports.
 DiagnosticKind = Literal[
     "error",
@@ -111,8 +111,10 @@ class Cost:
     ``verdict``: ``"no-op"`` when the cast's destination is the dtype the buffer was declared with (the
     finding becomes info), ``"tiny"`` when the buffer is small by construction (an error becomes a
     warning), ``"never"`` when a test of the operand's dtype around the cast is false for the dtype it was
-    declared with (an error becomes a warning), ``""`` otherwise; ``note`` says why, or, when the dtypes
-    depend on configuration, under which ones the cast is a no-op.
+    declared with (an error becomes a warning), ``"per-batch"`` when the operand is a parameter that every call on
+    a deployment's path hands a tensor made for that call (an error becomes a warning, left out of the step
+    table), ``""`` otherwise; ``note`` says why, or, when the dtypes depend on configuration, under which ones the
+    cast is a no-op. On a deployment, dtypes the bound names make equal are a ``"no-op"`` of 0 bytes.
     """
 
     shape: tuple[str, ...]
