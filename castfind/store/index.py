@@ -321,14 +321,8 @@ class Index:
             known = self._stats.get(sf.abspath)
         if known is None:
             return None
-        # Bytes read already are judged by the stat they had when read.
-        st = self._read_stat.get(sf.abspath) or self._now.get(sf.abspath)
-        if st is None:
-            try:
-                st = _stat_of(os.stat(sf.abspath))
-            except OSError:
-                return None
-        return known[1] if st == known[0] else None
+        st = self.stat(sf)  # bytes read already are judged by the stat they had when read
+        return known[1] if st is not None and st == known[0] else None
 
     def save_stats(self) -> None:
         """Record the stats of the files hashed so far (one transaction; a no-op without a cache)."""
