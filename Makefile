@@ -6,10 +6,14 @@ CORPUS ?= .corpus
 
 .PHONY: demo test test-fast test-versions lint corpus bench install clean
 
-$(VENV)/.installed: pyproject.toml
+# The runtime dependencies at the versions the GitHub Action pins (.github/castfind-constraints.txt), so the suite
+# runs with what users install, not with whatever PyPI published since (tests/test_action.py compares the two).
+CONSTRAINTS := .github/castfind-constraints.txt
+
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[test,lint]' 'torch==2.13.0'
+	$(VPY) -m pip install --quiet --constraint $(CONSTRAINTS) -e '.[test,lint]' 'torch==2.13.0'
 	touch $@
 
 install: $(VENV)/.installed
