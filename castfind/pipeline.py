@@ -583,7 +583,8 @@ def post(scan_plan: ScanPlan, out: RunOutput, known: Sequence[Finding] | None = 
                                     "commits": sorted({at.commit for at in scan_plan.baseline_commit}),
                                     "hidden": outcome.hidden, "fixed": sum(e.count for e in outcome.fixed)}
     ranked = tuple(fnd.rank(kept))
-    step = step_table(ranked) if deployment_given(scan_plan.request.cost) else None
+    step = step_table(ranked, truth=(lambda test: dep.evaluate(test)[0]) if dep.active else None) \
+        if deployment_given(scan_plan.request.cost) else None
     report = ScanReport(ranked, tuple(diags), stats, fixed,
                         off_path={**({"model": off_model} if off_model else {}), **off_path}, step=step)
     return ScanRun(report, scan_plan.config.fail_on, report_rules(scan_plan.ruleset, scan_plan.request.warn_unused_ignores),

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from castfind import cli
 from castfind.analysis.cost import step_table
 from castfind.core.rules import RuleError, load_rules
-from castfind.core.types import Cost, Finding
+from castfind.core.types import Condition, Cost, Finding
 from tests.support import REPO
 
 KIT = REPO / "fixtures" / "deploy_steps" / "stepkit"
@@ -97,11 +97,11 @@ def test_a_bad_steps_section_is_a_rule_error(tmp_path: Path, text: str) -> None:
         load_rules([str(bad)])
 
 
-def _costed(line: int, steps: tuple[str, ...], value: float) -> Finding:
+def _costed(line: int, steps: tuple[str, ...], value: float, conditions: tuple[Condition, ...] = ()) -> Finding:
     cost = Cost(shape=("n",), src_dtype="float8_e4m3fn", dst_dtype="bfloat16", bytes_per_call="n * 3",
                 per_step="n * 3", value=value)
     return Finding("CF101", "whole-kv-cache-cast-on-hot-path", "error", "/r", "b.py", line, line, 1, "f", "x",
-                   "m", cost=cost, steps=steps)
+                   "m", cost=cost, steps=steps, conditions=conditions)
 
 
 def test_step_table_counts_unasked_steps_and_groups_the_rest() -> None:
@@ -110,3 +110,21 @@ def test_step_table_counts_unasked_steps_and_groups_the_rest() -> None:
     assert [r.line for r in table.rows] == [2, 1] and table.total == 30.0
     assert table.elsewhere == (("extend", 2),)
     assert step_table([_costed(3, ("extend",), 40.0)], step="extend").total == 40.0
+
+
+def test_a_row_under_a_test_the_deployment_leaves_open_is_counted_apart_after_the_others() -> None:
+    """A cast that runs only when an open test holds (a server flag no binding gives) is no part of the step's
+    total: its row comes last and names the test; a test the bindings make true (either side of it) is no
+    condition; without a deployment's values every test is open."""
+    cuda, flag = Condition("is_cuda()", False, "b.py", 1), Condition("self.use_fp32_head", False, "b.py", 2)
+    not_hip = Condition("is_hip()", True, "b.py", 3)
+    truth = {"is_cuda()": True, "is_hip()": False}.get
+    findings = [_costed(1, (), 10.0, (cuda, not_hip)), _costed(2, (), 80.0, (cuda, flag)), _costed(3, (), 5.0)]
+    table = step_table(findings, truth=truth)
+    assert [(r.line, r.only_when) for r in table.rows] == [(1, ()), (3, ()), (2, ("self.use_fp32_head",))]
+    assert (table.total, table.conditional) == (15.0, 80.0)
+    assert [round(r.share, 3) for r in table.rows] == [round(10 / 15, 3), round(5 / 15, 3), round(80 / 95, 3)]
+    unbound = step_table(findings)
+    assert [(r.line, r.only_when) for r in unbound.rows] == [
+        (3, ()), (2, ("is_cuda()", "self.use_fp32_head")), (1, ("is_cuda()", "not (is_hip())"))]
+    assert (unbound.total, unbound.conditional) == (5.0, 90.0)

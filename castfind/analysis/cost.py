@@ -1126,22 +1126,41 @@ def judged(finding: Finding, cost: Cost | None) -> Finding:
 # --------------------------------------------------------------------------- the per-step table
 
 
-def step_table(findings: Sequence[Finding], step: str = "decode") -> StepTable:
+def step_table(findings: Sequence[Finding], step: str = "decode",
+               truth: Callable[[str], bool | None] | None = None) -> StepTable:
     """The per-step table of a report's findings (item 5 of issue 35): one row per error or warning whose cost
     has a number (bytes per step, calls per step, a range's top), most bytes first, each row's share of the
     total; with a trace joined, what it measured per step beside it (the runtime join's ``calls_per_step``, and
     its bytes scaled to one step) and the static check's status (:func:`check`, done in ``post``). Only the casts
     on ``step`` count: a finding whose :attr:`~castfind.core.types.Finding.steps` leaves it out (an extend-only
-    cast) is counted in ``elsewhere`` instead; one with no steps (not asked) counts. Pure."""
+    cast) is counted in ``elsewhere`` instead; one with no steps (not asked) counts. A finding whose path keeps a
+    branch test open (``truth``, the deployment's value of a test's text, gives None; every test is open without
+    it) runs only when that test holds: its row comes after the others, names those tests, and is counted apart
+    (``conditional``), not in the total, as a profile of the step would count it only if the test held. Pure."""
     reported = [f for f in findings if f.severity in ("error", "warning") and f.cost is not None
                 and f.cost.verdict != "per-batch"]  # this batch's rows, not a buffer: no row of the step
     costed = [f for f in reported if not f.steps or step in f.steps]
     elsewhere = Counter(",".join(f.steps) for f in reported if f.steps and step not in f.steps)
     numbered = [f for f in costed if f.cost is not None and f.cost.value is not None]
-    total = sum(f.cost.value or 0.0 for f in numbered if f.cost is not None)
-    ranged = any(f.cost.is_range() for f in numbered if f.cost is not None)
-    total_max = sum((f.cost.value_max if f.cost.value_max is not None else f.cost.value) or 0.0
-                    for f in numbered if f.cost is not None) if ranged else None
+
+    def open_tests(f: Finding) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.text for c in f.conditions
+                                   if (got := truth(c.test) if truth is not None else None) is None
+                                   or got == c.negated))
+
+    opened = {id(f): open_tests(f) for f in numbered}
+
+    def top(f: Finding) -> float:
+        assert f.cost is not None
+        return (f.cost.value_max if f.cost.value_max is not None else f.cost.value) or 0.0
+
+    always = [f for f in numbered if not opened[id(f)]]
+    sometimes = [f for f in numbered if opened[id(f)]]
+    total = sum(f.cost.value or 0.0 for f in always if f.cost is not None)
+    total_max = sum(top(f) for f in always) if any(f.cost.is_range() for f in always if f.cost is not None) else None
+    conditional = sum(f.cost.value or 0.0 for f in sometimes if f.cost is not None)
+    conditional_max = sum(top(f) for f in sometimes) if any(
+        f.cost.is_range() for f in sometimes if f.cost is not None) else None
     rows = []
     for f in numbered:
         c = f.cost
@@ -1150,8 +1169,11 @@ def step_table(findings: Sequence[Finding], step: str = "decode") -> StepTable:
         m_calls = rt.calls_per_step if rt is not None else None
         m_bytes = rt.bytes_total * m_calls / rt.calls if rt is not None and m_calls is not None and rt.calls else None
         holder = " / ".join(c.candidates) if len(c.candidates) > 1 else c.holder  # every candidate, even of equal size
+        whole = total + (c.value if opened[id(f)] else 0.0)  # a conditional row's share: of the step if it ran
         rows.append(StepRow(f.rule, f.severity, f.root, f.path, f.line, f.function, holder, c.calls, c.value,
-                            c.value_max if c.is_range() else None, c.value / total if total else 0.0,
-                            m_calls, m_bytes, c.check.status if c.check is not None else ""))
-    rows.sort(key=lambda r: (-(r.bytes_max if r.bytes_max is not None else r.bytes), -r.bytes, r.path, r.line))
-    return StepTable(tuple(rows), total, total_max, len(costed) - len(numbered), step, tuple(sorted(elsewhere.items())))
+                            c.value_max if c.is_range() else None, c.value / whole if whole else 0.0,
+                            m_calls, m_bytes, c.check.status if c.check is not None else "", opened[id(f)]))
+    rows.sort(key=lambda r: (bool(r.only_when), -(r.bytes_max if r.bytes_max is not None else r.bytes), -r.bytes,
+                             r.path, r.line))
+    return StepTable(tuple(rows), total, total_max, len(costed) - len(numbered), step, tuple(sorted(elsewhere.items())),
+                     conditional, conditional_max)

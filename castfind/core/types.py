@@ -184,20 +184,25 @@ class StepRow:
     measured_calls: float | None = None
     measured_bytes: float | None = None
     check: str = ""
+    #: The branch tests on the cast's path the deployment leaves open (their text, as ``Condition.text``): the
+    #: row runs only when they hold, so it is not in :attr:`StepTable.total` (its share is of the total plus it).
+    only_when: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "severity": self.severity, "path": self.path, "line": self.line,
                 "function": self.function, "holder": self.holder, "calls_per_step": self.calls,
                 "bytes_per_step": self.bytes, "bytes_per_step_max": self.bytes_max, "share": self.share,
                 "measured_calls_per_step": self.measured_calls, "measured_bytes_per_step": self.measured_bytes,
-                "check": self.check}
+                "check": self.check, "only_when": list(self.only_when)}
 
 
 @dataclass(frozen=True, slots=True)
 class StepTable:
     """What one decode step spends on the report's casts, as a profiler's table: a row per finding on that step whose
     cost has a number (most bytes first), the total (``total_max``: the top when a row is a range), and how many
-    costed findings have no number (a name of their formula unbound)."""
+    costed findings have no number (a name of their formula unbound). A row under a branch test the deployment
+    leaves open (:attr:`StepRow.only_when`) comes after the rest and is not in the total: ``conditional`` (and
+    ``conditional_max``, a range's top) is what those rows add when their tests hold."""
 
     rows: tuple[StepRow, ...]
     total: float
@@ -207,10 +212,13 @@ class StepTable:
     step: str = "decode"
     #: The costed findings left out because they run only on other steps: (those steps joined by ``,``, how many).
     elsewhere: tuple[tuple[str, int], ...] = ()
+    conditional: float = 0.0
+    conditional_max: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.to_dict() for r in self.rows], "total": self.total, "total_max": self.total_max,
-                "unnumbered": self.unnumbered, "step": self.step, "elsewhere": dict(self.elsewhere)}
+                "unnumbered": self.unnumbered, "step": self.step, "elsewhere": dict(self.elsewhere),
+                "conditional": self.conditional, "conditional_max": self.conditional_max}
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,7 +190,7 @@ def step_table(table: StepTable) -> list[str]:
     """The per-step table (``text.step_rows``' cells) as a Markdown table under its own heading, then the total."""
     head, rows = step_rows(table)
     lines = [f"#### per {table.step} step", "", "| " + " | ".join(head) + " |",
-             "| " + " | ".join("--:" if i < 3 or i > 6 else ":--" for i in range(len(head))) + " |"]
+             "| " + " | ".join("--:" if (i < 3 or i > 6) and h != "runs" else ":--" for i, h in enumerate(head)) + " |"]
     lines += ["| " + " | ".join(code_span(c) if i in (4, 5, 6) and c != "-" else table_text(c)
                                 for i, c in enumerate(cells)) + " |" for cells in rows]
     return [*lines, "", table_text(step_total(table)), ""]

@@ -117,25 +117,39 @@ def step_rows(table: StepTable) -> tuple[list[str], list[list[str]]]:
     step (a range's low–high), share of the total, calls per step, rule, location, function, buffer; with a trace,
     the measured calls and bytes per step and the static check beside them."""
     traced = any(r.measured_calls is not None or r.check for r in table.rows)
+    conditional = any(r.only_when for r in table.rows)
     head = ["bytes/step", "share", "calls/step", "rule", "location", "function", "buffer"]
     if traced:
         head += ["measured calls/step", "measured bytes/step", "static vs measured"]
+    if conditional:
+        head += ["runs"]
     rows = []
     for r in table.rows:
         where = f"{display_path(r.root, r.path)}:{r.line}"
-        cells = [format_step_bytes(r.bytes, r.bytes_max), f"{100 * r.share:.1f}%", _count(r.calls), r.rule,
-                 where, r.function or "-", r.holder or "-"]
+        share = f"{100 * r.share:.1f}%"
+        cells = [format_step_bytes(r.bytes, r.bytes_max), f"({share})" if r.only_when else share, _count(r.calls),
+                 r.rule, where, r.function or "-", r.holder or "-"]
         if traced:
             cells += [_count(r.measured_calls),
                       format_bytes(r.measured_bytes) if r.measured_bytes is not None else "?", r.check or "-"]
+        if conditional:
+            n = len(r.only_when)
+            cells += [("only when its open test holds" if n == 1 else f"only when its {n} open tests hold")
+                      if n else "every step"]
         rows.append(cells)
     return head, rows
 
 
 def step_total(table: StepTable) -> str:
-    """``total 53.3 GiB per step over 3 casts (1 more costed cast without a number: ...)``, then
+    """``total 53.3 GiB per step over 3 casts, 5.2 GiB more when the open tests of 1 cast hold (...) (1 more costed
+    cast without a number: ...)``, then
     the costed casts left out as on other steps only (``; 2 casts run only on the extend step, not counted``)."""
-    text = f"total {format_step_bytes(table.total, table.total_max)} per step over {_plural(len(table.rows), 'cast')}"
+    sometimes = sum(1 for r in table.rows if r.only_when)
+    text = (f"total {format_step_bytes(table.total, table.total_max)} per step over "
+            f"{_plural(len(table.rows) - sometimes, 'cast')}")
+    if sometimes:
+        text += (f", {format_step_bytes(table.conditional, table.conditional_max)} more when the open tests of "
+                 f"{_plural(sometimes, 'cast')} hold (each finding's 'only when' lists them)")
     if table.unnumbered:
         text += (f" ({_plural(table.unnumbered, 'more costed cast')} without a number: each cost line lists the "
                  f"unbound names to bind, or says why there is no buffer to size)")
