@@ -80,6 +80,26 @@ def test_a_copy_of_a_held_buffer_is_still_that_buffer(tmp_path: Path, copy: str)
     assert f["cost"]["value"] == 6 * 512 * 4 * 64 * (1 + 2)
 
 
+SCALED = "    def _scaled(self, q, scaled):\n        return self.ragged_prefill(q, scaled.view(-1, 64).to(q.dtype))\n\n"
+
+
+@pytest.mark.parametrize("edits", [
+    # a cast of a tensor made for the call is still one
+    [("torch.cat([batch.prefix_keys, k], dim=0)", "torch.cat([batch.prefix_keys, k], dim=0).to(torch.bfloat16)")],
+    # a cast of the caller's own parameter is that parameter, followed to the caller's calls (an arithmetic result)
+    [("out = out + self.ragged_prefill(q, k * self.scale)", "out = out + self._scaled(q, k * self.scale)"),
+     ("    def forward(self, q, k, batch):", SCALED + "    def forward(self, q, k, batch):")],
+], ids=["made-for-the-call", "callers-parameter"])
+def test_a_cast_is_read_as_what_it_was_made_from(tmp_path: Path, edits: list[tuple[str, str]]) -> None:
+    kit = _kit(tmp_path, *edits[0])
+    pocket = kit / "pocket.py"
+    for old, new in edits[1:]:
+        assert old in pocket.read_text()
+        pocket.write_text(pocket.read_text().replace(old, new, 1))
+    f = _cast(_doc(tmp_path, *MODEL, "--kv-cache-dtype", "fp8_e4m3", root=kit))
+    assert (f["severity"], f["cost"]["verdict"]) == ("warning", "per-batch"), f["cost"]
+
+
 def test_a_join_with_a_held_buffer_is_not_made_for_the_batch(tmp_path: Path) -> None:
     kit = _kit(tmp_path, "torch.cat([batch.prefix_keys, k], dim=0)",
                "torch.cat([batch.pool.get_key_buffer(self.layer_id), k], dim=0)")

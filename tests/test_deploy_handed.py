@@ -51,8 +51,8 @@ def test_the_look_alike_says_why_it_has_no_number(tmp_path: Path) -> None:
     assert cost is not None and cost["value"] is None and cost["shape"] == []
     assert cost["note"] == ("no number: k_cache is a parameter; TinyForCausalLM.k_cache is handed in, but castfind "
                             "finds no allocation of it it can size; model.py:21 TinyForCausalLM.forward hands "
-                            "hidden.view(-1, 64).to(torch.bfloat16), the result of a call (.to) that hands out no "
-                            "buffer castfind can size")
+                            "hidden.view(-1, 64).to(torch.bfloat16), the result of a call (.run) that hands out no "
+                            "buffer castfind can size")  # a cast is read as what it was made from: hidden, line 20
     text = _scan(tmp_path, *DEPLOY, fmt=())
     assert f"cost: {cost['note']}\n" in text
     # The head's cast runs only when `self.upcast` (open under these bindings): a row apart, not in the total.

@@ -20,8 +20,9 @@ said, with where it was handed, in :attr:`Handed.why`: a cast without a number s
 tensor made for this call is also in :attr:`Handed.fresh`: a call of the rules' ``cost.per_batch`` (``torch.cat``,
 ``torch.empty(...)``), rows of the batch (``batch.keys[:n]``: provenance's ``batch-slice``, ``token-split`` or
 ``gather-index`` stop), or an arithmetic result, none of whose arguments or operands is a held buffer; when every
-call hands such a tensor the cast is per-batch (:class:`castfind.analysis.cost.CostModel`). A cast or clone of a
-held buffer (``self.pool.k_buffer[i].to(x)``, ``buf.clone()``) is still that buffer. With
+call hands such a tensor the cast is per-batch (:class:`castfind.analysis.cost.CostModel`). A cast or clone is
+read as what it was made from: of a held buffer (``self.pool.k_buffer[i].to(x)``, ``buf.clone()``) it is still that
+buffer, of a tensor made for the call still such a tensor, of the caller's parameter that parameter. With
 ``--model-config``, a call off the model's path (another model's class, a component the flags did not select: the
 model path's verdict) is left out: it hands a buffer this deployment does not run.
 Pure over the facts; used only when a deployment is described (:class:`castfind.analysis.cost.CostModel`).
@@ -111,14 +112,11 @@ class Callers:
                     why.append(f"{where} passes {p} in a way castfind cannot read (*args or a missing argument)")
                     continue
                 expr: Expr = Attr(arg, attr) if attr else arg
-                walked = self.holders.prov.origin_or_stop(cf, cs.scope, expr, cs.line)
+                walked = self._uncast(cf, cs.scope, self.holders.prov.origin_or_stop(cf, cs.scope, expr, cs.line),
+                                      cs.line)
                 got = self.holders.read(cf, cs.scope, walked)
                 if isinstance(got, Held) and got.on_param:
                     got = None  # `p.weight` of the caller's own parameter `p`: followed to the caller's callers below
-                if isinstance(got, GetterCall) and not self.holders.handed_out(got.name):
-                    copied = self._copied(cf, cs.scope, walked, cs.line)
-                    if copied is not None:  # `self.pool.k_buffer[i].to(x)`, `buf.clone()`: still that buffer
-                        got = copied
                 made = self._made(cf, cs.scope, walked) if got is None or (
                     isinstance(got, GetterCall) and not self.holders.handed_out(got.name)) else None
                 if made is not None:
@@ -145,18 +143,20 @@ class Callers:
         return Handed(tuple(found), tuple(dict.fromkeys(why)), tuple(dict.fromkeys(fresh)))
 
     # -- what an argument is -------------------------------------------------------------------------------
-    def _copied(self, facts: FileFacts, scope: str, walked: Origin | Stop, line: int) -> Held | GetterCall | None:
-        """The held buffer a cast or clone of which the walk ended at (``self.pool.k_buffer[i].to(x)``), or None."""
-        end = walked.trail.end
-        if not (isinstance(end, Call) and isinstance(end.func, Attr)):
-            return None
-        method = casts.by_name().get(end.func.attr)
-        if end.func.attr != "clone" and (method is None or method.operand != "receiver"):
-            return None
-        got = self.holders.read(facts, scope, self.holders.prov.origin_or_stop(facts, scope, end.func.value, line))
-        if isinstance(got, GetterCall) and not self.holders.handed_out(got.name):
-            return None
-        return got if got is not None and not (isinstance(got, Held) and got.on_param) else None
+    def _uncast(self, facts: FileFacts, scope: str, walked: Origin | Stop, line: int) -> Origin | Stop:
+        """The walk of what a cast or clone the argument ends at was made from, as often as it is one: a cast's
+        result moves as many elements as its operand, so ``self.pool.k_buffer[i].to(x)`` is still that buffer,
+        ``torch.cat(parts).to(x)`` still a tensor made for the call, ``k.view(...).to(q.dtype)`` still the caller's
+        parameter ``k`` (followed to its callers)."""
+        for _ in range(8):
+            end = walked.trail.end
+            if not (isinstance(end, Call) and isinstance(end.func, Attr)):
+                return walked
+            method = casts.by_name().get(end.func.attr)
+            if end.func.attr != "clone" and (method is None or method.operand != "receiver"):
+                return walked
+            walked = self.holders.prov.origin_or_stop(facts, scope, end.func.value, line)
+        return walked
 
     def _made(self, facts: FileFacts, scope: str, walked: Origin | Stop) -> str | None:
         """Why the argument a walk ended at is a tensor made for this call (see the module docstring), or None."""
