@@ -642,7 +642,8 @@ def _deployment(scan_plan: ScanPlan) -> Any:
     from castfind.analysis.producers import Producers
 
     req = scan_plan.request.cost
-    dep = deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, attention_backend=req.attention_backend,
+    dep = deployment.deployment_of(scan_plan.ruleset.deployment, req.platform, scan_plan.model_config,
+                                   attention_backend=req.attention_backend,
                                    kv_cache_dtype=req.kv_cache_dtype, quantization=req.quantization, tp=req.tp)
     if not dep.active:  # nothing binds: no test is evaluated, so no producer is asked (no row read on a plain scan)
         return dep

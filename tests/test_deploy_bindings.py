@@ -273,3 +273,57 @@ def test_sarif_and_markdown_say_why_a_shown_finding_is_off_the_path() -> None:
                                                  "--all-paths", "--json").stdout)["findings"]
               if f["off_path"] and f["severity"] == "error"]
     assert len(said) == len(errors) > 0
+
+
+# --------------------------------------------------------------------------- fields the model config binds
+
+LATENT = '''\
+class Backend:
+    def __init__(self, runner):
+        self.use_mla = runner.model_config.attention_arch == "MLA"
+        self.token_to_kv_pool = runner.token_to_kv_pool
+
+    def forward_decode(self, q, layer, forward_batch):
+        if not self.use_mla:
+            return q
+        return self.token_to_kv_pool.get_key_buffer(layer.layer_id).to(q.dtype)
+'''
+
+
+def test_the_model_config_binds_the_fields_that_follow_its_architecture() -> None:
+    spec = load_rules().deployment
+    latent = deployment_of(spec, "cuda", {"kv_lora_rank": 512, "num_hidden_layers": 61})
+    heads = deployment_of(spec, "cuda", {"num_key_value_heads": 8})
+    assert latent.evaluate("self.use_mla")[0] is True and heads.evaluate("self.use_mla")[0] is False
+    assert heads.evaluate("not model_runner.use_mla_backend") == (True, ("--model-config (kv_lora_rank absent)",))
+    assert deployment_of(spec, "cuda").evaluate("self.use_mla")[0] is None  # no config: open, as before
+    assert deployment_of(spec, None, {"kv_lora_rank": 512}).active and latent.key != heads.key
+
+
+def test_a_branch_the_model_configs_architecture_rules_out_is_off_the_path(tmp_path: Path) -> None:
+    (tmp_path / "eng").mkdir()
+    (tmp_path / "eng" / "backend.py").write_text(LATENT)
+    for name, cfg in (("heads", {"num_key_value_heads": 8}), ("latent", {"kv_lora_rank": 16})):
+        (tmp_path / f"{name}.json").write_text(json.dumps(cfg))
+
+    def cast(*args: str) -> dict:
+        r = run_castfind("scan", str(tmp_path / "eng"), "--no-cache", "--json", "--all-paths", *args)
+        (f,) = [f for f in json.loads(r.stdout)["findings"] if f["line"] == 9]
+        return f
+
+    off = cast("--model-config", str(tmp_path / "heads.json"))
+    assert off["off_path"] == "branch: not (not self.use_mla) is false on --model-config (kv_lora_rank absent)"
+    assert not cast("--model-config", str(tmp_path / "latent.json")).get("off_path")
+    assert not cast().get("off_path")
+
+
+def test_a_users_file_adds_model_fields_and_a_bad_one_is_a_rule_error(tmp_path: Path) -> None:
+    extra = tmp_path / "more.yaml"
+    extra.write_text("deployment:\n  model_fields:\n    kv_lora_rank: ['*.latent_attention']\n")
+    dep = deployment_of(load_rules([str(extra)]).deployment, None, {"kv_lora_rank": 8})
+    assert dep.evaluate("self.cfg.latent_attention")[0] is True and dep.evaluate("self.use_mla")[0] is True
+    bad = tmp_path / "bad" / "bad.yaml"
+    bad.parent.mkdir()
+    bad.write_text("deployment:\n  model_fields:\n    kv_lora_rank: 3\n")
+    with pytest.raises(RuleError, match="model_fields"):
+        load_rules([str(bad.parent)])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from dataclasses import field as _field
 from functools import cache
@@ -81,16 +81,27 @@ class Deployment:
     flags: tuple[tuple[str, str | int], ...] = ()
     #: Where enum members and class constants are produced (None: a comparison with one stays open).
     producers: Producers | None = _field(default=None, compare=False, repr=False)
+    #: The keys of ``--model-config`` the spec's ``model_fields`` ask about that it has (None: no config given).
+    config: frozenset[str] | None = None
 
     @property
     def active(self) -> bool:
         """Does anything bind? (No flag: nothing is evaluated and nothing changes.)"""
-        return self.platform is not None or bool(self.flags)
+        return self.platform is not None or bool(self.flags) or (self.config is not None and bool(self.spec.model_fields))
 
     @property
     def key(self) -> str:
         """What names these bindings in memo keys."""
-        return repr((self.platform, self.flags, self.spec))
+        return repr((self.platform, self.flags, self.spec, sorted(self.config) if self.config is not None else None))
+
+    def _config_value(self, atom: str) -> tuple[str, bool] | None:
+        """(config key, whether the model config has it) when ``atom`` is a field the spec's ``model_fields`` bind."""
+        if self.config is None:
+            return None
+        for key, patterns in self.spec.model_fields:
+            if _matches(patterns, atom):
+                return key, key in self.config
+        return None
 
     def _platform_truth(self, atom: str) -> tuple[Truth, bool]:
         """(value, known): a platform predicate's value on :attr:`platform`; known False when no platform
@@ -157,6 +168,10 @@ class Deployment:
         if bound is not None:
             used.append(f"{flag_option(bound[0])} {bound[1]}")
             return bool(bound[1])
+        fielded = self._config_value(atom)
+        if fielded is not None:
+            used.append(f"--model-config ({fielded[0]} {'given' if fielded[1] else 'absent'})")
+            return fielded[1]
         return None
 
     def _device(self, left: ast.expr, op: ast.cmpop, right: ast.expr) -> Truth:
@@ -257,11 +272,13 @@ def _literal(node: ast.expr) -> object:
     return _OPEN
 
 
-def deployment_of(spec: DeploymentSpec, platform: str | None, **flags: str | int | None) -> Deployment:
-    """The bindings of the flags given (None: not given); ValueError, one line, for a platform the rule files
-    do not name."""
+def deployment_of(spec: DeploymentSpec, platform: str | None, config: Mapping[str, object] | None = None,
+                  **flags: str | int | None) -> Deployment:
+    """The bindings of the flags given (None: not given) and of the model config's keys the spec's
+    ``model_fields`` name; ValueError, one line, for a platform the rule files do not name."""
     spec.check_platform(platform)
-    return Deployment(spec, platform, tuple((k, v) for k, v in sorted(flags.items()) if v is not None))
+    keys = frozenset(k for k, _ in spec.model_fields if k in config) if config is not None else None
+    return Deployment(spec, platform, tuple((k, v) for k, v in sorted(flags.items()) if v is not None), config=keys)
 
 
 @dataclass(frozen=True)

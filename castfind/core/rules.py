@@ -348,6 +348,9 @@ class DeploymentSpec:
     #: Patterns of the fields that hold a tensor's device type (``*device.type``), compared with a platform's
     #: ``devices``: ``x.device.type == "mps"`` is false on cuda.
     device_fields: tuple[str, ...] = ()
+    #: A model-config key → patterns of the fields that hold whether the config has it (``kv_lora_rank`` →
+    #: ``*.use_mla``: the backend's MLA switch follows the model's architecture), bound by ``--model-config``.
+    model_fields: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def platform_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.platforms)
@@ -970,12 +973,12 @@ def _parse_cost(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
 
 def _parse_deployment(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> None:
     """``deployment: {platforms: {NAME: {holds: [PATTERN], only: [PATTERN], devices: [TYPE]}}, flags: {FLAG:
-    [PATTERN]}, device_fields: [PATTERN]}``; a
+    [PATTERN]}, device_fields: [PATTERN], model_fields: {CONFIG_KEY: [PATTERN]}}``; a
     later file's patterns are added to the earlier ones (another engine's spellings, no code)."""
     dep = f.mapping(data, "deployment", "deployment", " {platforms: {NAME: {holds: [...], only: [...]}}, flags: ...}")
     if dep is None:
         return
-    f.keys(dep, ("platforms", "flags", "device_fields"), "deployment")
+    f.keys(dep, ("platforms", "flags", "device_fields", "model_fields"), "deployment")
     acc["device_fields"]["*"] = _union(acc["device_fields"].get("*", ()),
                                        _patterns(f, dep, "device_fields", "deployment.device_fields"))
     platforms = f.mapping(dep, "platforms", "deployment.platforms", " {NAME: {holds: [PATTERN], only: [PATTERN]}}")
@@ -1000,11 +1003,20 @@ def _parse_deployment(f: _File, data: _Map, acc: dict[str, dict[str, Any]]) -> N
             f.err(_key_line(flags, key), where, f"unknown flag; expected one of {list(DEPLOYMENT_FLAGS)}")
             continue
         acc["flags"][key] = _union(acc["flags"].get(key, ()), _patterns(f, flags, key, where))
+    fields = f.mapping(dep, "model_fields", "deployment.model_fields", " {CONFIG_KEY: [PATTERN, ...]}")
+    for key in fields if fields is not None else ():
+        assert fields is not None
+        where = f"deployment.model_fields.{key}"
+        if not isinstance(key, str) or not key:
+            f.err(_key_line(fields, key), where, f"expected a model-config key, got {_what(key)}")
+            continue
+        acc["model_fields"][key] = _union(acc["model_fields"].get(key, ()), _patterns(f, fields, key, where))
 
 
 def _deployment_spec(acc: dict[str, dict[str, Any]]) -> DeploymentSpec:
     return DeploymentSpec(tuple(PlatformSpec(n, p["holds"], p["only"], p["devices"]) for n, p in acc["platforms"].items()),
-                          tuple(acc["flags"].items()), acc["device_fields"].get("*", ()))
+                          tuple(acc["flags"].items()), acc["device_fields"].get("*", ()),
+                          tuple(acc["model_fields"].items()))
 
 
 def _patterns(f: _File, m: _Map, key: str, where: str) -> tuple[str, ...]:
@@ -1213,7 +1225,7 @@ def validate(dirs: list[str | Path] | None = None, include_default: bool = True)
                            "casts": dict(cast_table.by_name()), "entry_point_rank": {}, "steps": {},
                            "cost": {"config": {}, "flags": {}, "defaults": {}, "kv_cache_dtypes": {}, "activation": {},
                                     "tiny": {}, "per_batch": {}},
-                           "deployment": {"platforms": {}, "flags": {}, "device_fields": {}},
+                           "deployment": {"platforms": {}, "flags": {}, "device_fields": {}, "model_fields": {}},
                            "models": {"entry_variables": (), "registries": {}}}
     wanted: list[str | Path] = [default_rule_dir()] if include_default else []
     try:
