@@ -83,7 +83,7 @@ from castfind.core.types import Cost, CostCheck, CostVerdict, Finding, Runtime, 
 from castfind.read.facts import Allocation, AllocKind, Cast, Const, Definition, FileFacts, render
 
 #: The version of what a carried cost row holds (a :class:`~castfind.core.types.Cost` with its verdict and note).
-COST_VERSION = 11
+COST_VERSION = 12
 
 #: How many ``self.a`` → expression substitutions may nest.
 MAX_DEPTH = 6
