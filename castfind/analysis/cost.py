@@ -1150,17 +1150,16 @@ def step_table(findings: Sequence[Finding], step: str = "decode",
 
     opened = {id(f): open_tests(f) for f in numbered}
 
-    def top(f: Finding) -> float:
-        assert f.cost is not None
-        return (f.cost.value_max if f.cost.value_max is not None else f.cost.value) or 0.0
+    def summed(fs: list[Finding]) -> tuple[float, float | None]:
+        """The bytes of ``fs`` and, when one is a range, the sum of their tops."""
+        costs = [f.cost for f in fs if f.cost is not None]
+        value = sum(c.value or 0.0 for c in costs)
+        if not any(c.is_range() for c in costs):
+            return value, None
+        return value, sum((c.value_max if c.value_max is not None else c.value) or 0.0 for c in costs)
 
-    always = [f for f in numbered if not opened[id(f)]]
-    sometimes = [f for f in numbered if opened[id(f)]]
-    total = sum(f.cost.value or 0.0 for f in always if f.cost is not None)
-    total_max = sum(top(f) for f in always) if any(f.cost.is_range() for f in always if f.cost is not None) else None
-    conditional = sum(f.cost.value or 0.0 for f in sometimes if f.cost is not None)
-    conditional_max = sum(top(f) for f in sometimes) if any(
-        f.cost.is_range() for f in sometimes if f.cost is not None) else None
+    total, total_max = summed([f for f in numbered if not opened[id(f)]])
+    conditional, conditional_max = summed([f for f in numbered if opened[id(f)]])
     rows = []
     for f in numbered:
         c = f.cost
