@@ -62,6 +62,21 @@ def test_the_decode_table_leaves_out_the_extend_only_cast(tmp_path: Path) -> Non
     assert step["total"] == 3 * POOL and step["step"] == "decode" and step["elsewhere"] == {"extend": 1}
 
 
+@pytest.mark.parametrize("cache", ["--no-cache", "--cache-dir"])
+def test_a_root_through_a_symlinked_folder_costs_the_same(tmp_path: Path, cache: str) -> None:
+    # A root given through a link (``.corpus/pkg`` where ``.corpus`` links elsewhere) keeps its spelling in the
+    # findings, while the index keys files by their resolved path: each finding's facts must still be found,
+    # or every cost is silently missing and the table empty.
+    (tmp_path / "link").symlink_to(KIT.parent, target_is_directory=True)
+    where = ["--cache-dir", str(tmp_path / "cache")] if cache == "--cache-dir" else [cache]
+    r = runner.invoke(cli.app, ["scan", str(tmp_path / "link" / KIT.name), *where, "--json", "--platform", "cuda",
+                                *SIZES])
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["stats"]["step"]["total"] == 3 * POOL
+    assert all(f["cost"] is not None for f in doc["findings"] if f["path"] == "backend.py")
+
+
 def test_text_and_markdown_say_what_was_left_out(tmp_path: Path) -> None:
     text = _scan(tmp_path, "--platform", "cuda", *SIZES, fmt=())
     assert "runs on: the decode and extend steps" in text and "runs on: the extend step" in text

@@ -209,13 +209,20 @@ class Index:
         return sf.abspath in self._joined
 
     def file_for_path(self, path: str) -> SourceFile | None:
-        """A file by absolute path, or by path relative to one of its roots."""
+        """A file by absolute path, or by path relative to one of its roots. A file's key is its resolved path
+        (discovery resolves each root), so a path through a symlinked folder (a root given as ``.corpus/pkg``
+        where ``.corpus`` is a link, as every finding's ``root`` keeps it) is resolved before it is given up."""
         ap = os.path.abspath(path)
         if ap in self.by_abspath:
             return self.by_abspath[ap]
+        real = os.path.realpath(ap)
+        if real in self.by_abspath:
+            return self.by_abspath[real]
         p = path.replace(os.sep, "/")
+        while p.startswith("./"):
+            p = p[2:]
         for sf in self.files:
-            if sf.path == p or sf.abspath.endswith("/" + p.lstrip("./")):
+            if sf.path == p or sf.abspath.endswith("/" + p):
                 return sf
         return None
 
