@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from castfind.analysis.resolve import Clock
 from castfind.core.sourcetext import may_bind
 from castfind.store.discover import discover
 from castfind.store.index import Index
-from castfind.where.lookup import where
+from castfind.store.modules import OutOfTime
+from castfind.where.lookup import _Query, where
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "where_budget"
 
@@ -32,6 +34,34 @@ def test_a_lookup_out_of_time_still_answers_the_definition_and_names_what_it_ski
     assert cut.unresolved and all("time budget" in u.reason and "--time-budget 0" in u.reason for u in cut.unresolved)
     assert {u.path for u in cut.unresolved} <= {"relay/use_a.py", "relay/use_b.py"}
     assert set(cut.call_sites) <= set(full.call_sites)
+
+
+def test_a_module_whose_parse_could_end_past_the_budget_is_not_begun(monkeypatch: pytest.MonkeyPatch):
+    # A parse cannot be stopped halfway, and one module may parse at half the rate seen so far: a module the
+    # resolver needs is begun only with twice its predicted time left. Refusing it cuts the answer but leaves
+    # the budget running for smaller modules, and names the module among what the budget left.
+    index = _index()
+    q = _Query(index, "relay.Blender", clock=Clock(10.0))
+    big, small = (index.file_for_path(str(ROOT / "relay" / name)) for name in ("blend.py", "use_a.py"))
+    assert big is not None and small is not None
+    monkeypatch.setattr(q, "rate", lambda: len(index.data(big)) / 6.0)  # 6 s predicted: 12 s > the 10 s left
+    assert not q.r.modules.guard(big)  # before the definitions are found only a spent clock refuses
+    q.sized = True
+    assert q.r.modules.guard(big) and q.clock.out and not q.clock.spent()
+    assert not q.r.modules.guard(small)  # 83 bytes: under 2 s predicted
+    with pytest.raises(OutOfTime):
+        q.r.modules.facts("relay.blend")
+    assert q.r.modules.facts("relay.use_a") is not None
+    left = [u for u in q.budget_unresolved() if "needed to resolve a name" in u.reason]
+    assert [u.path for u in left] == ["relay/blend.py"] and "--time-budget 0" in left[0].reason
+
+
+def test_the_parse_rate_is_measured_on_every_extraction_of_the_index():
+    index = _index()
+    assert (index.parsed_bytes, index.parse_seconds) == (0, 0.0)
+    files = index.files
+    index.load_files(files)
+    assert index.parsed_bytes == sum(len(index.data(sf)) for sf in files) and index.parse_seconds > 0
 
 
 def test_a_star_import_of_a_module_that_only_mentions_the_name_in_prose_is_not_parsed():

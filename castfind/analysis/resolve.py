@@ -59,14 +59,15 @@ TargetKind = Literal["def", "module", "variable", "alias", "instance", "param", 
 
 class Clock:
     """A time budget of ``seconds`` (None: none), counted from ``start`` (a :func:`time.monotonic` reading:
-    when the work it bounds began, default now). :meth:`spent` says whether it ran out; once it has,
-    :attr:`out` stays True (an answer cut by it is not the full answer)."""
+    when the work it bounds began, default now). :meth:`spent` says whether it ran out or was ended;
+    :attr:`out` says whether anything was left for it (an answer it cut is not the full answer)."""
 
     def __init__(self, seconds: float | None, start: float | None = None) -> None:
         #: The budget as given, in seconds (None: none).
         self.seconds = seconds
         self._end = None if seconds is None else (time.monotonic() if start is None else start) + seconds
         self.out = False
+        self._ended = False
 
     def fits(self, seconds: float) -> bool:
         """Would work of ``seconds`` end within the budget, started now?"""
@@ -74,12 +75,16 @@ class Clock:
 
     def stop(self) -> None:
         """End the budget now (work that would not fit was left)."""
+        self.out = self._ended = True
+
+    def skip(self) -> None:
+        """Work that would not fit was left, and smaller work may still fit: the answer is cut, the budget goes on."""
         self.out = True
 
     def spent(self) -> bool:
-        if self._end is not None and not self.out and time.monotonic() > self._end:
-            self.out = True
-        return self.out
+        if self._end is not None and not self._ended and time.monotonic() > self._end:
+            self.stop()
+        return self._ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +155,8 @@ class Resolver:
 
     def _over(self, module: str, line: int, name: str, what: str) -> list[Resolved]:
         """The ``unresolved`` entry a branch becomes past the depth, step or time budget."""
-        why = (f"the lookup's time budget ({self.clock.seconds:g} s) ran out; --time-budget 0 has no limit"
+        why = (f"the lookup's time budget ({self.clock.seconds:g} s) ran out, or a module it needed would have run "
+               f"it out; --time-budget 0 has no limit"
                if self.clock.out else f"{name or 'this value'} needs more than {_MAX_DEPTH} hops or {self.budget} steps")
         return [Resolved(Target("unresolved", module, line=line, name=name,
                                 reason=f"castfind stopped following {what}: {why}"), ())]

@@ -112,6 +112,9 @@ class Index:
         self.diagnostics: list[Diagnostic] = []
         self.file_diagnostics: dict[str, list[Diagnostic]] = {}  # abspath → its parse diagnostics
         self.parsed = 0  # files extracted (cache misses) in this run
+        #: Bytes extracted and the wall seconds it took (all of this index's extractions): the parse rate a
+        #: lookup's time budget predicts with (:meth:`castfind.where.lookup._Query.rate`).
+        self.parsed_bytes, self.parse_seconds = 0, 0.0
         self.loaded = 0  # files whose facts were loaded, from cache or parsed
 
     @classmethod
@@ -541,6 +544,7 @@ class Index:
 
     def _extract(self, misses: list[SourceFile]) -> None:
         """Extract ``misses`` and store their facts (and their cache rows), in their order."""
+        started = time.monotonic()
         # The files started ahead and still queued wait behind this batch: taken back now, started again after.
         queued = [sf for sf, fut in self._ahead.values() if fut.cancel()]
         for sf in queued:
@@ -566,6 +570,8 @@ class Index:
         if failed:  # through the batch path, which isolates a file that crashes its worker
             got.update(zip((sf.abspath for sf in failed), self._extract_now(failed), strict=True))
         self.parsed += len(misses)
+        self.parsed_bytes += sum(len(self.data(sf)) for sf in misses)
+        self.parse_seconds += time.monotonic() - started
         to_cache = {}
         for sf in misses:
             facts, blob = got[sf.abspath]

@@ -35,9 +35,9 @@ class Modules:
         for sf in index.files:
             self.by_module.setdefault(sf.module, sf)
         self._installed_tops: dict[str, bool] = {}
-        #: When set and true: no module may be parsed any more (a lookup's time budget ran out); facts
-        #: already parsed or cached are still read.
-        self.guard: Callable[[], bool] | None = None
+        #: When set: asked of each module that would have to be parsed, true when it may not be (a lookup's
+        #: time budget ran out, or that parse would end past it); facts already parsed or cached are still read.
+        self.guard: Callable[[SourceFile], bool] | None = None
 
     def file(self, module: str) -> SourceFile | None:
         """The file that defines ``module``, or None."""
@@ -53,11 +53,11 @@ class Modules:
 
     def facts(self, module: str) -> FileFacts | None:
         """Facts of a module (parsed on first use); None when no such module is known. Raises
-        :class:`OutOfTime` when the module would have to be parsed and :attr:`guard` says no more may be."""
+        :class:`OutOfTime` when the module would have to be parsed and :attr:`guard` says it may not be."""
         sf = self.file(module)
         if sf is None:
             return None
-        if self.guard is not None and self.guard() and self.index.load_known([sf]):
+        if self.guard is not None and self.index.load_known([sf]) and self.guard(sf):
             raise OutOfTime(module)
         return self.index.facts_of(sf)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import time
 from collections.abc import Callable
 
 from castfind.analysis.receivers import Receivers, receiver_of
@@ -44,6 +43,8 @@ __all__ = ["DEFAULT_PARSE_BUDGET", "Location", "Unresolved", "WhereDefinition", 
 #: Bytes of source parsed a second before a lookup has measured its own rate: libcst extracts ~130 KB a
 #: second on an idle core; a loaded one does about half.
 _PARSE_RATE_GUESS = 65_000.0
+#: How much slower than the rate seen so far one module may parse (:meth:`_Query._no_time_for`).
+_DENSE = 2.0
 
 _DEF_NAME = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 
@@ -120,7 +121,6 @@ class _Query:
         self.budget = budget
         self.clock = clock if clock is not None else Clock(None)
         self.spent = 0  # bytes parsed under the budget
-        self.parse_bytes, self.parse_seconds = 0, 0.0  # what the time budget has parsed, and how fast
         #: What each budgeted search left unparsed: (which budget, its description) → files.
         self.unsearched: dict[tuple[str, str], dict[str, SourceFile]] = {}
         #: The files discovery found under the roots, and the installed top-level packages the
@@ -130,8 +130,12 @@ class _Query:
         self.report_exclude = report_exclude
         self.r = Resolver(index)
         self.r.clock = self.clock
-        # Past the time budget no module is parsed any more; what is parsed is still read.
-        self.r.modules.guard = self.clock.spent
+        # Past the time budget no module is parsed any more, nor one whose parse would end past it; what is
+        # parsed is still read.
+        self.r.modules.guard = self._no_time_for
+        #: Whether a module's own parse time is weighed against the clock (:meth:`_no_time_for`): once the
+        #: definitions are found, for their aliases and call sites.
+        self.sized = False
         self.receivers = Receivers(self.r)
         self.words = Words(index)
         self.symbol = symbol
@@ -295,17 +299,30 @@ class _Query:
                 for sf in left:
                     self.unsearched.setdefault(("time budget", what), {})[sf.abspath] = sf
                 return {sf.abspath for sf in left}
-            t = time.monotonic()
             self.index.load_files(batch)
-            self.parse_bytes += size
-            self.parse_seconds += time.monotonic() - t
         return set()
 
+    def _no_time_for(self, sf: SourceFile) -> bool:
+        """May ``sf`` not be parsed (to resolve a name through it)? Not once the clock is spent, nor when its
+        parse could end past the budget: a parse cannot be stopped halfway. One module is not a batch whose
+        rate evens out: a dense one parses at half the rate seen so far (jax's ``lax.py``, 380 KB: 3.8 s where
+        the lookup's smaller files went at 170 KB/s, and it ended the lookup 1.5 s past its budget), so it is
+        begun only with twice its time at that rate left. Refusing cuts the answer (smaller modules may still be
+        parsed), and the module is named among what the time budget left. Before the definitions are found
+        (:attr:`sized` false) only the spent clock refuses: a bare name's definition is worth the overrun."""
+        if not self.clock.spent():
+            if not self.sized or self.clock.fits(_DENSE * len(self.index.data(sf)) / self.rate()):
+                return False
+            self.clock.skip()
+        self.unsearched.setdefault(("time budget", "needed to resolve a name"), {})[sf.abspath] = sf
+        return True
+
     def rate(self) -> float:
-        """Bytes of source this lookup parses a second, as measured so far (before that, a cautious guess)."""
-        if self.parse_seconds < 0.2:
+        """Bytes of source parsed a second, as measured so far by the index (every extraction: the batches
+        searched under the budget and the modules the resolver parsed); before that, a cautious guess."""
+        if self.index.parse_seconds < 0.2:
             return _PARSE_RATE_GUESS
-        return max(self.parse_bytes / self.parse_seconds, 1.0)
+        return max(self.index.parsed_bytes / self.index.parse_seconds, 1.0)
 
     def _searchable(self, files: list[SourceFile]) -> list[SourceFile]:
         """``files`` less those of installed packages that no definition found lies in: an installed package
@@ -596,6 +613,7 @@ def _resolve_where(index: Index, symbol: str, at: tuple[str, int] | None,
     except OutOfTime:
         pass  # the bindings found so far; the clock says the answer is cut
     defs, unresolved, keys = q.collect()
+    q.sized = True
     try:
         sites = q.call_sites(defs, keys) if defs else []
     except OutOfTime:
