@@ -12,7 +12,7 @@ from castfind.core.sourcetext import may_bind
 from castfind.store.discover import discover
 from castfind.store.index import Index
 from castfind.store.modules import OutOfTime
-from castfind.where.lookup import _Query, where
+from castfind.where.lookup import _PARSE_RATE_GUESS, _Query, where
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "where_budget"
 
@@ -62,6 +62,17 @@ def test_the_parse_rate_is_measured_on_every_extraction_of_the_index():
     files = index.files
     index.load_files(files)
     assert index.parsed_bytes == sum(len(index.data(sf)) for sf in files) and index.parse_seconds > 0
+
+
+def test_a_lookup_measures_its_own_parse_rate_not_the_indexs_past():
+    # A kept index (the language server's) may have parsed a scan in a pool of workers, twice as fast as a
+    # lookup's own parses: a lookup starts from the guess and counts only what it parsed.
+    index = _index()
+    index.parsed_bytes, index.parse_seconds = 10**9, 1.0
+    q = _Query(index, "relay.Blender", clock=Clock(10.0))
+    assert q.rate() == _PARSE_RATE_GUESS
+    index.parsed_bytes, index.parse_seconds = 10**9 + 50_000, 1.5
+    assert q.rate() == 100_000.0
 
 
 def test_a_star_import_of_a_module_that_only_mentions_the_name_in_prose_is_not_parsed():

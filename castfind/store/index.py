@@ -112,8 +112,9 @@ class Index:
         self.diagnostics: list[Diagnostic] = []
         self.file_diagnostics: dict[str, list[Diagnostic]] = {}  # abspath → its parse diagnostics
         self.parsed = 0  # files extracted (cache misses) in this run
-        #: Bytes extracted and the wall seconds it took (all of this index's extractions): the parse rate a
-        #: lookup's time budget predicts with (:meth:`castfind.where.lookup._Query.rate`).
+        #: Bytes extracted and the wall seconds it took (all of this index's extractions; a file started ahead
+        #: is not counted, its parse having begun before the call that waits on it): the parse rate a lookup's
+        #: time budget predicts with (:meth:`castfind.where.lookup._Query.rate`).
         self.parsed_bytes, self.parse_seconds = 0, 0.0
         self.loaded = 0  # files whose facts were loaded, from cache or parsed
 
@@ -570,7 +571,7 @@ class Index:
         if failed:  # through the batch path, which isolates a file that crashes its worker
             got.update(zip((sf.abspath for sf in failed), self._extract_now(failed), strict=True))
         self.parsed += len(misses)
-        self.parsed_bytes += sum(len(self.data(sf)) for sf in misses)
+        self.parsed_bytes += sum(len(self.data(sf)) for sf in misses if sf.abspath not in running)
         self.parse_seconds += time.monotonic() - started
         to_cache = {}
         for sf in misses:

@@ -121,6 +121,9 @@ class _Query:
         self.budget = budget
         self.clock = clock if clock is not None else Clock(None)
         self.spent = 0  # bytes parsed under the budget
+        #: The index's parse counters as this lookup began: its rate is measured on its own parses (a kept
+        #: index's earlier scan parsed in a pool of workers, at a rate a lookup's parses do not reach).
+        self._parsed_before = (index.parsed_bytes, index.parse_seconds)
         #: What each budgeted search left unparsed: (which budget, its description) → files.
         self.unsearched: dict[tuple[str, str], dict[str, SourceFile]] = {}
         #: The files discovery found under the roots, and the installed top-level packages the
@@ -318,11 +321,12 @@ class _Query:
         return True
 
     def rate(self) -> float:
-        """Bytes of source parsed a second, as measured so far by the index (every extraction: the batches
-        searched under the budget and the modules the resolver parsed); before that, a cautious guess."""
-        if self.index.parse_seconds < 0.2:
+        """Bytes of source this lookup parses a second, as measured so far by the index (every extraction: the
+        batches searched under the budget and the modules the resolver parsed); before that, a cautious guess."""
+        seconds = self.index.parse_seconds - self._parsed_before[1]
+        if seconds < 0.2:
             return _PARSE_RATE_GUESS
-        return max(self.index.parsed_bytes / self.index.parse_seconds, 1.0)
+        return max((self.index.parsed_bytes - self._parsed_before[0]) / seconds, 1.0)
 
     def _searchable(self, files: list[SourceFile]) -> list[SourceFile]:
         """``files`` less those of installed packages that no definition found lies in: an installed package
