@@ -297,6 +297,64 @@ def test_a_carried_where_stands_after_an_edit_of_a_file_without_its_names_and_fa
     assert moved.stats["outcome"] == "computed" and [d.line for d in moved.definitions] == [2]
 
 
+def test_the_stamp_names_the_files_and_stats_discovery_found_and_none_when_one_is_racily_fresh(tmp_path, monkeypatch):
+    from castfind.store import index as index_module
+    from castfind.store.cache import Cache
+    from castfind.store.discover import SourceFile
+
+    pkg = _reads_tree(tmp_path)
+    src = str(tmp_path / "src")
+
+    def stamp():
+        return Index.from_roots([src], cache=Cache(tmp_path / "cache")).stamp()
+
+    assert stamp() is None  # every file was written just now: a write in the same clock tick would not show
+    monkeypatch.setattr(index_module, "_RACY_NS", 0)
+    first = stamp()
+    assert isinstance(first, str) and stamp() == first
+    (pkg / "other3.py").write_text("VALUE3 = 333\n")  # another size: another stat
+    edited = stamp()
+    assert edited not in (None, first)
+    (pkg / "extra.py").write_text("")
+    assert stamp() not in (None, first, edited)
+    (pkg / "extra.py").unlink()
+    assert stamp() == edited
+    index = Index.from_roots([src], cache=Cache(tmp_path / "cache"))
+    assert index.found_stamp(edited) and not index.found_stamp(first) and not index.found_stamp(None)
+    other = tmp_path / "site" / "ext.py"
+    other.parent.mkdir()
+    other.write_text("")
+    index.add_files([SourceFile(str(other.parent), "ext.py", str(other), "ext", False)])
+    assert not index.found_stamp(edited)  # a joined file is in no stamp
+
+
+def test_a_carried_where_on_the_tree_it_was_stored_for_is_not_checked_file_by_file(tmp_path, monkeypatch):
+    from castfind.store import index as index_module
+    from castfind.store import memo
+
+    monkeypatch.setattr(index_module, "_RACY_NS", 0)
+    checks = []
+    rest_digest = memo._rest_digest
+    monkeypatch.setattr(memo, "_rest_digest", lambda *a: checks.append(1) or rest_digest(*a))
+    pkg = _reads_tree(tmp_path)
+    cache = tmp_path / "cache"
+    first = _cached_where(tmp_path / "src", cache, "kernel")
+    checks.clear()
+    again = _cached_where(tmp_path / "src", cache, "kernel")
+    assert again.stats["outcome"] == "carried" and again.to_dict() == first.to_dict()
+    assert checks == []  # the same stamp: no file's stat or content key looked at
+    (pkg / "other3.py").write_text("VALUE3 = 33\nMORE = 1\n")  # holds none of the names
+    edited = _cached_where(tmp_path / "src", cache, "kernel")
+    assert edited.stats["outcome"] == "carried" and edited.to_dict() == first.to_dict()
+    assert checks  # checked file by file, and stored again with the new stamp
+    checks.clear()
+    assert _cached_where(tmp_path / "src", cache, "kernel").stats["outcome"] == "carried"
+    assert checks == []
+    (pkg / "kern.py").write_text("\ndef kernel(x):\n    return x\n")  # a file it read
+    moved = _cached_where(tmp_path / "src", cache, "kernel")
+    assert moved.stats["outcome"] == "computed" and [d.line for d in moved.definitions] == [2]
+
+
 def test_a_carried_where_falls_when_a_new_file_binds_or_calls_the_name(tmp_path):
     pkg = _reads_tree(tmp_path)
     cache = tmp_path / "cache"
