@@ -160,3 +160,35 @@ def test_the_stored_tree_digest_is_used_only_for_the_very_tree_it_was_computed_o
     (root / "pkg" / "a.py").write_text("A = 2\n")  # a changed file: computed again, and different
     changed, stored = _digest(root, cache_dir)
     assert stored is None and changed != first
+
+
+def test_a_run_that_knows_no_more_than_the_stored_tree_index_writes_none(tmp_path: Path, monkeypatch) -> None:
+    """A lookup hashes only the files it reads, so the tree index stores the digests of those few; the next run
+    reuses every listing and learns no digest: writing the same tree index again would be its only write."""
+    from castfind.store import index as index_module
+
+    monkeypatch.setattr(disc, "RACY_NS", 50_000_000)
+    monkeypatch.setattr(index_module, "_RACY_NS", 50_000_000)  # digests of files older than 50 ms are kept
+    root, cache_dir = tmp_path / "root", tmp_path / "cache"
+    root.mkdir()
+    _make(root)
+    time.sleep(0.1)
+    first = Index.from_roots([str(root)], EXCLUDE, max_file_size=1000, cache=Cache(cache_dir))
+    first.key(first.file_for_path(str(root / "pkg" / "a.py")))  # one file hashed, as a lookup that read it
+    first.save()
+    writes: list[str] = []
+    real = Cache.put_tree
+    monkeypatch.setattr(Cache, "put_tree", lambda self, base, doc: writes.append(base) or real(self, base, doc))
+    again = Index.from_roots([str(root)], EXCLUDE, max_file_size=1000, cache=Cache(cache_dir))
+    assert not again.unchanged()  # most files have no stored digest
+    again.save()
+    assert writes == []
+    again = Index.from_roots([str(root)], EXCLUDE, max_file_size=1000, cache=Cache(cache_dir))
+    again.key(again.file_for_path(str(root / "pkg" / "sub" / "c.py")))  # a digest learned: stored
+    again.save()
+    assert writes == [str(root.resolve())]
+    (root / "tools" / "new.py").write_text("")  # a folder listed afresh: stored
+    time.sleep(0.1)
+    writes.clear()
+    Index.from_roots([str(root)], EXCLUDE, max_file_size=1000, cache=Cache(cache_dir)).save()
+    assert writes == [str(root.resolve())]
