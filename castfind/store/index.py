@@ -216,6 +216,11 @@ class Index:
                 self.by_abspath[sf.abspath] = sf
                 self._joined.add(sf.abspath)
 
+    def discovered(self) -> list[SourceFile]:
+        """The files discovery found under the roots, in its order (not those that joined later: :meth:`add_files`
+        appends them)."""
+        return self.files[:self._discovered]
+
     def joined(self, sf: SourceFile) -> bool:
         """Did ``sf`` join after discovery (:meth:`add_files`: an installed package), rather than lie in a root?"""
         return sf.abspath in self._joined
@@ -409,7 +414,7 @@ class Index:
         return self._stamp  # type: ignore[return-value]
 
     def _compute_stamp(self) -> str | None:
-        files, now, found_at = self.files[:self._discovered], self._now, self._found_at
+        files, now, found_at = self.discovered(), self._now, self._found_at
         if found_at is None or not files or len(now) != len(files):
             return None  # not found by discovery, or a file given as a root (not stat-ed by discovery)
         # PERF: discovery's stats in its walk order, hashed as machine integers (~5 ms on both wheels, where a

@@ -167,7 +167,7 @@ def answer_key(index: Index, symbol: str, at: tuple[str, int] | None, report_exc
     """The key a ``where`` answer is stored under (:func:`store_answer`): the query and all it depends on
     besides the tree."""
     # The roots discovery found: an installed package an earlier lookup joined to this index is not a root.
-    roots = sorted((r, os.path.abspath(r)) for r in {sf.root for sf in index.files if not index.joined(sf)})
+    roots = sorted((r, os.path.abspath(r)) for r in {sf.root for sf in index.discovered()})
     at_key = None if at is None else (os.path.abspath(at[0]), at[0], at[1])
     return "where-" + carried.config_key(symbol, at_key, tuple(report_exclude), roots, index.follow_installed,
                                          os.getcwd() if at is not None else "", budget)
@@ -257,7 +257,7 @@ def store_answer(index: Index, key: str, result: WhereResult, installed: dict[st
 def _listed(index: Index, report_exclude: tuple[str, ...]) -> tuple[tuple[str, str, str | None], ...]:
     """The top-level packages discovery found under the roots (not those of installed packages that joined)."""
     return tuple((p.name, p.root, p.folder)
-                 for p in package_roots([sf for sf in index.files if not index.joined(sf)], report_exclude))
+                 for p in package_roots(index.discovered(), report_exclude))
 
 
 def _to_plain(r: WhereResult) -> tuple[Any, ...]:
