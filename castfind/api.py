@@ -20,17 +20,20 @@ __all__ = ["ScanRun", "Session", "open_index", "scan", "where"]
 
 def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
           report_exclude: tuple[str, ...] | None = None, budget: int | None = DEFAULT_PARSE_BUDGET,
-          seconds: float | None = None, **index_options) -> WhereResult:
+          seconds: float | None = None, started: float | None = None, **index_options) -> WhereResult:
     """Resolve ``symbol`` across ``roots``: definitions, the chain of hops to each, call sites.
 
     Call sites in files that ``report_exclude`` matches (default: the first root's
     ``[tool.castfind] report-exclude``) are marked as test call sites. ``budget``: bytes of uncached
     source the lookup may parse for aliases and call sites (None: no limit; the files left are
     named in an ``unresolved`` entry). ``seconds``: the lookup's time budget (None: the default or
-    ``$CASTFIND_WHERE_TIME_BUDGET``; 0: none). Raises ConfigError, and WhereError for a bad query or budget.
+    ``$CASTFIND_WHERE_TIME_BUDGET``; 0: none), counted from ``started`` (a :func:`time.monotonic` reading: when the
+    command began, as :func:`castfind.quick.run_started` gives it; default now). Raises ConfigError, and
+    WhereError for a bad query or budget.
     """
     index_options.setdefault("follow_installed", True)
-    started = time.monotonic()  # the time budget covers opening the index too
+    if started is None:
+        started = time.monotonic()  # the time budget covers opening the index too
     return _where_on(open_index(roots, **index_options), symbol, roots, at, report_exclude, budget, seconds, started)
 
 

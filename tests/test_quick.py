@@ -118,3 +118,72 @@ def test_a_changed_tree_is_scanned_again(tmp_path: Path) -> None:
     victim = next(p for p in sorted(root.rglob("*.py")) if ".to(" in p.read_text())
     victim.write_text(victim.read_text() + "\n# edited\n")
     assert _quick_scan(args) == (None, "", "")
+
+
+def test_a_lookup_the_command_line_runs_is_timed_from_when_the_command_began(tmp_path: Path, monkeypatch) -> None:
+    """`where`'s time budget counts from the start of the command (quick.main), imports and the command line's
+    parse included: a person waits from then. Outside quick.main (the library, a test's CliRunner) it counts from
+    the call."""
+    import sys
+    import time
+
+    from castfind import api
+
+    seen: list[float | None] = []
+    real = api.where
+    monkeypatch.setattr(api, "where", lambda *a, **k: seen.append(k.get("started")) or real(*a, **k))
+    args = ["castfind", "where", "topk_softmax", "--no-cache", *sum((["--root", r] for r in WHERE), [])]
+    monkeypatch.setattr(sys, "argv", args)
+    monkeypatch.setattr(quick, "_first_run", False)
+    before = time.monotonic()
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), pytest.raises(SystemExit) as done:
+        quick.main()
+    assert done.value.code == 0
+    assert len(seen) == 1 and seen[0] is not None and before <= seen[0] <= time.monotonic()
+    # A process's first command began before castfind's imports, when quick was imported.
+    monkeypatch.setattr(quick, "_first_run", True)
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
+        quick.main()
+    assert seen[1] == quick._IMPORTED
+    assert quick.run_started() is None  # the command is over
+    assert _full(args[1:])[0] == 0 and seen[2] is None
+
+
+def test_the_entry_skips_the_teardown_but_not_the_output_the_exit_handlers_or_the_exit_code(tmp_path: Path) -> None:
+    """`python -m castfind` and the script leave by os._exit once the run is over (freeing a cold lookup's index
+    object by object took 0.35 s): the exit handlers still run, the output is whole, the exit code is kept."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    def run(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+        marks = tmp_path / "marks"
+        marks.mkdir(exist_ok=True)
+        for m in marks.iterdir():
+            m.unlink()
+        code = (
+            "import atexit, os, sys\n"
+            f"M = {str(marks)!r}\n"
+            "atexit.register(lambda: open(M + '/atexit', 'w').close())\n"
+            "class Freed:  # freed at the interpreter's teardown (what it uses is bound now: builtins go first)\n"
+            "    def __del__(self, _open=os.open, _close=os.close, _flags=os.O_CREAT | os.O_WRONLY, _path=M + '/freed'):\n"
+            "        _close(_open(_path, _flags))\n"
+            "kept = Freed()\n"
+            f"sys.argv = ['castfind', *{list(args)!r}]\n"
+            "from castfind.quick import entry\n"
+            "entry()\n")
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        return r, {m.name for m in marks.iterdir()}
+
+    roots = sum((["--root", r] for r in WHERE), [])
+    r, marks = run("where", "topk_softmax", "--json", "--no-cache", *roots)
+    assert r.returncode == 0 and json.loads(r.stdout)["definitions"], r.stderr
+    assert marks == {"atexit"}  # the handlers ran; the objects were not freed one by one
+    r, marks = run("where", "no_such_name_here", "--no-cache", *roots)
+    assert r.returncode == 1 and marks == {"atexit"}
+    r, marks = run("where", "x", "--root", str(tmp_path / "missing"))
+    assert r.returncode == 2 and "missing" in r.stderr and marks == {"atexit"}
