@@ -28,7 +28,7 @@ def where(symbol: str, roots: list[str], at: tuple[str, int] | None = None,
     source the lookup may parse for aliases and call sites (None: no limit; the files left are
     named in an ``unresolved`` entry). ``seconds``: the lookup's time budget (None: the default or
     ``$CASTFIND_WHERE_TIME_BUDGET``; 0: none), counted from ``started`` (a :func:`time.monotonic` reading: when the
-    command began, as :func:`castfind.quick.run_started` gives it; default now). Raises ConfigError, and
+    command began, as :func:`castfind.core.started.command_started` gives it; default now). Raises ConfigError, and
     WhereError for a bad query or budget.
     """
     index_options.setdefault("follow_installed", True)

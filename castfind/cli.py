@@ -200,7 +200,7 @@ def where(o: Any) -> None:
     from castfind import api
     from castfind.core.config import ConfigError
     from castfind.core.fsutil import OutputPathError
-    from castfind.quick import run_started
+    from castfind.core.started import command_started
     from castfind.store.discover import DiscoveryError
     from castfind.where.lookup import WhereError
 
@@ -215,7 +215,7 @@ def where(o: Any) -> None:
         res = api.where(o.symbol, list(o.root or []), at_loc, exclude=tuple(o.exclude or ()), cache_dir=o.cache_dir,
                         use_cache=not o.no_cache, jobs=n_jobs, follow_installed=o.follow_installed,
                         max_file_size=_size(o.max_file_size), progress=_progress("parsing"),
-                        budget=_budget(o.parse_budget), seconds=o.time_budget, started=run_started())
+                        budget=_budget(o.parse_budget), seconds=o.time_budget, started=command_started())
     except (DiscoveryError, WhereError, OutputPathError, ConfigError) as e:
         _fail(str(e))
     from castfind.report.where_text import where_output

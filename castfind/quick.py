@@ -17,17 +17,14 @@ parse of minutes).
 
 from __future__ import annotations
 
-import time
+import os
+import sys
+from types import SimpleNamespace
+from typing import Any
 
-_IMPORTED = time.monotonic()  # before castfind's own imports: a command began no later than this
-
-import os  # noqa: E402
-import sys  # noqa: E402
-from types import SimpleNamespace  # noqa: E402
-from typing import Any  # noqa: E402
-
-from castfind import options  # noqa: E402
-from castfind.store.discover import parse_size  # noqa: E402
+from castfind import options
+from castfind.core import started
+from castfind.store.discover import parse_size
 
 #: What a run prints: stderr's lines before stdout's text, the text, stderr's lines after it, the exit code.
 Printed = tuple[list[str], str, list[str], int]
@@ -174,29 +171,16 @@ def _print(printed: Printed | None) -> int | None:
     return code
 
 
-#: When the command :func:`main` runs began (None outside it): the first run of a process began when this module
-#: was imported, before castfind's own imports; a later one when it was called.
-_run_started: float | None = None
-_first_run = True
-
-
-def run_started() -> float | None:
-    """When the command now running began (a :func:`time.monotonic` reading), when :func:`main` runs it; else None.
-    ``where``'s time budget counts from it (:func:`castfind.api.where`): a person waits from the moment they
-    started the command, imports and the command line's parse included (a third of a second and more, twice that
-    on a loaded machine)."""
-    return _run_started
-
-
 def main() -> None:
     """Console-script entry point: a carried ``where`` answer or ``scan`` outcome at once, else
-    :func:`castfind.cli.main`."""
-    global _run_started, _first_run
-    _run_started, _first_run = (_IMPORTED if _first_run else time.monotonic()), False
+    :func:`castfind.cli.main`. The command's start (:mod:`castfind.core.started`) is when ``where``'s time budget
+    counts from: a person waits from the moment they started it, imports and the command line's parse included (a
+    third of a second and more, twice that on a loaded machine)."""
+    started.begin()
     try:
         _main()
     finally:
-        _run_started = None
+        started.end()
 
 
 def entry() -> None:

@@ -134,18 +134,20 @@ def test_a_lookup_the_command_line_runs_is_timed_from_when_the_command_began(tmp
     monkeypatch.setattr(api, "where", lambda *a, **k: seen.append(k.get("started")) or real(*a, **k))
     args = ["castfind", "where", "topk_softmax", "--no-cache", *sum((["--root", r] for r in WHERE), [])]
     monkeypatch.setattr(sys, "argv", args)
-    monkeypatch.setattr(quick, "_first_run", False)
+    from castfind.core import started
+
+    monkeypatch.setattr(started, "_first", False)
     before = time.monotonic()
     with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), pytest.raises(SystemExit) as done:
         quick.main()
     assert done.value.code == 0
     assert len(seen) == 1 and seen[0] is not None and before <= seen[0] <= time.monotonic()
     # A process's first command began before castfind's imports, when quick was imported.
-    monkeypatch.setattr(quick, "_first_run", True)
+    monkeypatch.setattr(started, "_first", True)
     with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
         quick.main()
-    assert seen[1] == quick._IMPORTED
-    assert quick.run_started() is None  # the command is over
+    assert seen[1] == started.IMPORTED
+    assert started.command_started() is None  # the command is over
     assert _full(args[1:])[0] == 0 and seen[2] is None
 
 
