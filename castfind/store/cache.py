@@ -11,14 +11,12 @@ it, saying so once.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import time
-import weakref
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -83,21 +81,6 @@ def key_of_digest(digest: str) -> str:
     return digest + f"-v{EXTRACTOR_VERSION}"
 
 
-#: The caches open in this process, closed at exit (:func:`_close_open`).
-_OPEN: weakref.WeakSet[Cache] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open() -> None:
-    """Close every cache still open at exit, as freeing its connection at the interpreter's teardown did before a
-    command line run left that out (:func:`castfind.quick.entry` leaves by ``os._exit`` after the exit handlers).
-    With the connections left open, a later run on a full disk changed the database file, where it must write
-    nothing (``test_a_full_disk_keeps_a_healthy_cache_and_says_so_once``)."""
-    for cache in list(_OPEN):
-        with contextlib.suppress(sqlite3.Error):
-            cache.close()
-
-
 class Cache:
     """A SQLite-backed map from content keys to encoded facts (data only: reading runs no code).
 
@@ -120,7 +103,6 @@ class Cache:
         #: Set once a write failed for want of space or permission: nothing more is written this run.
         self.read_only = False
         self._open()
-        _OPEN.add(self)
 
     def _connect(self) -> sqlite3.Connection:
         self.directory.mkdir(parents=True, exist_ok=True)
