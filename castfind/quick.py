@@ -183,48 +183,6 @@ def main() -> None:
         started.end()
 
 
-def entry() -> None:
-    """``python -m castfind`` and the ``castfind`` script: :func:`main`, then out of the process without the
-    interpreter's teardown when nothing is left running (no thread, no worker process): the exit handlers run
-    and the output is flushed, but the objects a run built are not freed one by one. PERF: a cold lookup's
-    index took 0.35 s to free after its answer was printed, a warm one's ~30 ms. A failure other than an
-    exit, or a run that leaves a thread or a child, ends as Python ends it."""
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code
-    else:
-        code = 0
-    if not isinstance(code, int | None):
-        raise SystemExit(code)  # a message: Python prints it
-    import atexit
-    import threading
-
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        raise SystemExit(code) from None
-    if threading.active_count() > 1 or _children():
-        raise SystemExit(code)
-    atexit._run_exitfuncs()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    os._exit(code or 0)
-
-
-def _children() -> bool:
-    """Does a worker process this run started still run?"""
-    if "multiprocessing" not in sys.modules:
-        return False
-    import multiprocessing
-
-    return bool(multiprocessing.active_children())
-
-
 def _main() -> None:
     try:
         got = _answer(sys.argv[1:])
